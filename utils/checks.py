@@ -1,0 +1,261 @@
+"""Learner self-checks: a clear "expected vs got" message, never a traceback into library code.
+
+Every comparison returns a :class:`Verdict` whatever it is given (None, a list, a NumPy array, a
+tensor on another device, an object whose ``__eq__`` lies, ...). :func:`exercise` runs a learner's
+code, catches what it raises, and prints one line per exercise:
+
+    Exercise 3.1: passed
+    Exercise 3.1: not attempted yet
+    Exercise 3.1: not yet. softmax_jacobian(p): expected shape (4, 4), got (4,)
+
+Hidden tests use :func:`require`, which raises ``AssertionError`` with the same message, so a
+grader (ours or nbgrader) records a failure.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "Verdict",
+    "close",
+    "number",
+    "choice",
+    "exercise",
+    "require",
+    "RESULTS",
+]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one comparison: whether it passed, and what to tell the learner."""
+
+    ok: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+PASS = Verdict(True, "ok")
+
+# exercise id -> "passed" | "not attempted" | "failed"; read by the hand-in check.
+RESULTS: dict[str, str] = {}
+
+
+def _describe(value: Any) -> str:
+    """A short, safe description of any object (its repr may itself raise)."""
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype} on {value.device}"
+    try:
+        text = repr(value)
+    except Exception:  # a learner's object whose __repr__ raises
+        text = f"<{type(value).__name__} object>"
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _not_a_tensor(name: str, got: Any) -> Verdict:
+    if got is None:
+        return Verdict(False, f"{name}: expected a tensor, got None. Did you forget to `return`?")
+    if callable(got) and not isinstance(got, torch.Tensor):
+        return Verdict(False, f"{name}: expected a tensor, got a function. Did you forget to call it?")
+    hint = ""
+    if type(got).__module__ == "numpy":
+        hint = " Use torch.from_numpy(...) or do the computation in torch."
+    elif isinstance(got, (list, tuple)):
+        hint = " Use torch.tensor(...) or torch.stack(...)."
+    return Verdict(False, f"{name}: expected a torch.Tensor, got {_describe(got)}.{hint}")
+
+
+def _index(flat_index: int, shape: Sequence[int]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat_index % size)
+        flat_index //= size
+    return tuple(reversed(index))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def close(
+    got: Any,
+    expected: torch.Tensor,
+    *,
+    name: str = "your result",
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+    check_dtype: bool = True,
+    check_device: bool = True,
+) -> Verdict:
+    """Compare a learner's tensor with the expected one: type, shape, dtype, device, NaN, values."""
+    if not isinstance(got, torch.Tensor):
+        return _not_a_tensor(name, got)
+    try:
+        # A plain tensor, detached: a subclass cannot change how the comparison behaves.
+        got_plain = got.detach().as_subclass(torch.Tensor)
+        exp_plain = expected.detach().as_subclass(torch.Tensor)
+        if tuple(got_plain.shape) != tuple(exp_plain.shape):
+            return Verdict(
+                False,
+                f"{name}: expected shape {tuple(exp_plain.shape)}, got {tuple(got_plain.shape)}",
+            )
+        if check_dtype and got_plain.dtype != exp_plain.dtype:
+            return Verdict(False, f"{name}: expected dtype {exp_plain.dtype}, got {got_plain.dtype}")
+        if check_device and got_plain.device.type != exp_plain.device.type:
+            return Verdict(
+                False,
+                f"{name}: expected a tensor on {exp_plain.device}, got one on {got_plain.device}. "
+                "Create new tensors on the input's device (device=x.device).",
+            )
+        if got_plain.is_complex() != exp_plain.is_complex():
+            return Verdict(False, f"{name}: expected dtype {exp_plain.dtype}, got {got_plain.dtype}")
+        g = got_plain.to("cpu", torch.float64 if not got_plain.is_complex() else torch.complex128)
+        e = exp_plain.to("cpu", torch.float64 if not exp_plain.is_complex() else torch.complex128)
+        g_nan, e_nan = torch.isnan(g), torch.isnan(e)
+        surprise_nan = g_nan & ~e_nan
+        if surprise_nan.any():
+            where = _index(int(surprise_nan.flatten().nonzero()[0]), g.shape)
+            count = int(surprise_nan.sum())
+            return Verdict(False, f"{name}: contains NaN ({count} entries), the first at index {where}")
+        if (e_nan & ~g_nan).any():
+            where = _index(int((e_nan & ~g_nan).flatten().nonzero()[0]), g.shape)
+            return Verdict(False, f"{name}: expected NaN at index {where}, got a number")
+        both = ~(g_nan | e_nan)
+        inf_mismatch = both & (torch.isinf(g) | torch.isinf(e)) & (g != e)
+        diff = torch.where(both, (g - e).abs(), torch.zeros_like(g.real if g.is_complex() else g))
+        tol = atol + rtol * e.abs()
+        bad = (diff > tol) | inf_mismatch
+        if bad.any():
+            flat = int(bad.flatten().nonzero()[0])
+            where = _index(flat, g.shape)
+            g_val, e_val = g.flatten()[flat].item(), e.flatten()[flat].item()
+            n_bad = int(bad.sum())
+            finite = diff[both & ~inf_mismatch]
+            worst = _fmt(float(finite.max())) if finite.numel() else "inf"
+            return Verdict(
+                False,
+                f"{name}: {n_bad} of {g.numel()} entries differ; the first at index {where}: "
+                f"expected {_fmt(e_val) if isinstance(e_val, float) else e_val}, "
+                f"got {_fmt(g_val) if isinstance(g_val, float) else g_val} "
+                f"(largest difference {worst}; tolerance atol={atol:g}, rtol={rtol:g})",
+            )
+        return PASS
+    except Exception as exc:  # anything odd about the learner's tensor becomes a message
+        return Verdict(False, f"{name}: could not be compared ({type(exc).__name__}: {exc})")
+
+
+def number(
+    got: Any,
+    expected: float,
+    *,
+    name: str = "your answer",
+    rel: float = 1e-3,
+    abs_tol: float = 1e-9,
+) -> Verdict:
+    """Compare a learner's number with the expected one, to a relative tolerance."""
+    if isinstance(got, torch.Tensor):
+        if got.numel() != 1:
+            return Verdict(False, f"{name}: expected a single number, got {_describe(got)}")
+        got = got.detach().cpu().item()
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        if got is None:
+            return Verdict(False, f"{name}: expected a number, got None. Did you forget to `return`?")
+        return Verdict(False, f"{name}: expected a number, got {_describe(got)}")
+    try:
+        value = float(got)
+    except Exception as exc:
+        return Verdict(False, f"{name}: could not be read as a number ({type(exc).__name__})")
+    if math.isnan(value):
+        return Verdict(False, f"{name}: got NaN")
+    if not math.isclose(value, float(expected), rel_tol=rel, abs_tol=abs_tol):
+        return Verdict(False, f"{name}: expected {_fmt(float(expected))}, got {_fmt(value)}")
+    return PASS
+
+
+def choice(got: Any, expected: str, options: Sequence[str], *, name: str = "your choice") -> Verdict:
+    """Check a multiple-choice answer given as one of ``options`` (case and spaces ignored)."""
+    allowed = ", ".join(repr(o) for o in options)
+    if not isinstance(got, str):
+        return Verdict(False, f"{name}: expected one of {allowed} as a string, got {_describe(got)}")
+    answer = got.strip().lower()
+    if answer not in [o.lower() for o in options]:
+        return Verdict(False, f"{name}: expected one of {allowed}, got {got!r}")
+    if answer != expected.lower():
+        return Verdict(False, f"{name}: {got!r} is not right; reread the section and try again")
+    return PASS
+
+
+def _learner_frame(exc: BaseException) -> str:
+    """'line N of your cell' for the innermost frame outside the course library and torch."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [
+        f
+        for f in frames
+        if "site-packages" not in f.filename
+        and "/utils/" not in f.filename.replace("\\", "/")
+        and not f.filename.startswith("<frozen")
+    ]
+    if not own:
+        return ""
+    frame = own[-1]
+    where = f"line {frame.lineno}"
+    if frame.name not in ("<module>", "<lambda>"):
+        where += f" of {frame.name}()"
+    return f" (at {where}: {frame.line.strip()})" if frame.line else f" (at {where})"
+
+
+def _run(check: Callable[[], Any]) -> tuple[str, str]:
+    """Run one check; return (status, message) with status passed / not attempted / failed."""
+    try:
+        outcome = check()
+    except NotImplementedError:
+        return "not attempted", "not attempted yet"
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        detail = f": {text}" if text else ""
+        return "failed", f"your code raised {type(exc).__name__}{detail}{_learner_frame(exc)}"
+    if isinstance(outcome, Verdict):
+        return ("passed", "passed") if outcome.ok else ("failed", outcome.message)
+    return "failed", f"internal: a check returned {_describe(outcome)} instead of a Verdict"
+
+
+def exercise(exercise_id: str, *checks: Callable[[], Verdict]) -> None:
+    """Run an exercise's self-checks in order and print one line: passed, not attempted, or why not.
+
+    Each check is a zero-argument callable (usually a lambda) so that the learner's code runs
+    inside this function, where a ``NotImplementedError`` or any other exception becomes a message.
+    """
+    status, message = "passed", "passed"
+    for check in checks:
+        status, message = _run(check)
+        if status != "passed":
+            break
+    RESULTS[exercise_id] = status
+    if status == "passed":
+        print(f"Exercise {exercise_id}: passed")
+    elif status == "not attempted":
+        print(f"Exercise {exercise_id}: not attempted yet")
+    else:
+        print(f"Exercise {exercise_id}: not yet. {message}")
+
+
+def require(*checks: Callable[[], Verdict]) -> None:
+    """For hidden tests: raise AssertionError with the learner-facing message unless all checks pass."""
+    for check in checks:
+        status, message = _run(check)
+        if status != "passed":
+            raise AssertionError(message)

@@ -1,0 +1,70 @@
+"""Chapter 3 widget: key dimension and the 1/sqrt(d_k) scale -> attention weights and gradient."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+
+from utils.plotting import OKABE_ITO, label_axes
+from utils.saturation import softmax_logit_gradients
+
+D_K_CHOICES = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def saturation_summary(d_k: int, scaled: bool) -> dict[str, float]:
+    """Pure compute: the largest weight of the example query and the median gradient norm."""
+    weights, grad_norms = softmax_logit_gradients(d_k, scaled)
+    return {
+        "largest_weight": float(weights[0].max()),
+        "median_grad_norm": float(grad_norms.median()),
+    }
+
+
+def saturation_figure(d_k: int, panels: tuple[bool, ...] = (False, True)) -> plt.Figure:
+    """Bar charts of one query's 16 attention weights, unscaled and/or scaled, at width ``d_k``."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.0), squeeze=False)
+    for ax, scaled in zip(axes[0], panels):
+        weights, grad_norms = softmax_logit_gradients(d_k, scaled)
+        color = OKABE_ITO["blue"] if scaled else OKABE_ITO["vermillion"]
+        ax.bar(range(weights.shape[1]), weights[0].numpy(), color=color)
+        ax.set_ylim(0, 1)
+        kind = "scaled by 1/√d_k" if scaled else "unscaled"
+        label_axes(
+            ax,
+            "key index j",
+            "attention weight p_j",
+            f"d_k = {d_k}, {kind}\nmedian ‖∂L/∂z‖ = {grad_norms.median():.2e}",
+        )
+    fig.tight_layout()
+    return fig
+
+
+def _readout(d_k: int, scaled: bool) -> str:
+    summary = saturation_summary(d_k, scaled)
+    return (
+        f"<b>d_k = {d_k}</b>, {'scaled' if scaled else 'unscaled'}: largest weight "
+        f"{summary['largest_weight']:.3f}, median gradient norm reaching the scores "
+        f"{summary['median_grad_norm']:.2e}"
+    )
+
+
+def saturation_widget(d_k: int = 64, scaled: bool = False) -> widgets.VBox:
+    """A slider for d_k and a scale toggle, a text readout, and the weights' bar chart."""
+    slider = widgets.SelectionSlider(options=D_K_CHOICES, value=d_k, description="d_k")
+    toggle = widgets.Checkbox(value=scaled, description="scale by 1/√d_k")
+    readout = widgets.HTML(_readout(d_k, scaled))
+    plot = widgets.Output()
+
+    def redraw(_change: object = None) -> None:
+        readout.value = _readout(slider.value, toggle.value)
+        fig = saturation_figure(slider.value, panels=(toggle.value,))
+        # Set the Output widget's outputs directly rather than capturing a display: this works
+        # the same in a live kernel, in nbval, and in the saved widget state the book shows.
+        plot.outputs = ()
+        plot.append_display_data(fig)
+        plt.close(fig)
+
+    slider.observe(redraw, names="value")
+    toggle.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([slider, toggle]), readout, plot])
