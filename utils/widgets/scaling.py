@@ -28,6 +28,7 @@ def saturation_figure(d_k: int, panels: tuple[bool, ...] = (False, True)) -> plt
         color = OKABE_ITO["blue"] if scaled else OKABE_ITO["vermillion"]
         ax.bar(range(weights.shape[1]), weights[0].numpy(), color=color)
         ax.set_ylim(0, 1)
+        ax.set_xticks(range(0, weights.shape[1], 3))
         kind = "scaled by 1/√d_k" if scaled else "unscaled"
         label_axes(
             ax,

@@ -1,0 +1,165 @@
+"""The learner self-checks: right answers pass, wrong ones get a clear message, nothing raises."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from utils import checks
+
+EXPECTED = torch.tensor([[0.25, 0.75], [0.5, 0.5]])
+
+
+def test_close_passes_on_equal_tensor():
+    assert checks.close(EXPECTED.clone(), EXPECTED).ok
+
+
+@pytest.mark.parametrize(
+    ("got", "fragment"),
+    [
+        (None, "got None. Did you forget to `return`?"),
+        ([[0.25, 0.75], [0.5, 0.5]], "expected a torch.Tensor, got list"),
+        (np.array([[0.25, 0.75], [0.5, 0.5]]), "torch.from_numpy"),
+        (lambda: 1, "got a function. Did you forget to call it?"),
+        (torch.zeros(2), "expected shape (2, 2), got (2,)"),
+        (EXPECTED.double(), "expected dtype torch.float32, got torch.float64"),
+        (torch.tensor([[0.25, float("nan")], [0.5, 0.5]]), "contains NaN (1 entries), the first at index (0, 1)"),
+        (torch.tensor([[0.25, 0.75], [0.5, 0.6]]), "the first at index (1, 1): expected 0.5, got 0.6"),
+    ],
+)
+def test_close_explains_what_is_wrong(got, fragment):
+    verdict = checks.close(got, EXPECTED, name="weights")
+    assert not verdict.ok
+    assert fragment in verdict.message
+    assert verdict.message.startswith("weights: ")
+
+
+def test_close_reports_device_mismatch_without_comparing_across_devices():
+    expected = EXPECTED
+    got = EXPECTED.to("meta")  # a tensor on another device; values unreadable
+    verdict = checks.close(got, expected)
+    assert not verdict.ok and "got one on meta" in verdict.message
+
+
+def test_tensor_subclass_cannot_fake_equality():
+    class Liar(torch.Tensor):
+        def __eq__(self, other):  # noqa: D105
+            return True
+
+    wrong = torch.zeros(2, 2).as_subclass(Liar)
+    assert not checks.close(wrong, EXPECTED).ok
+
+
+def test_number_and_choice():
+    assert checks.number(4.0, 4.0).ok
+    assert checks.number(torch.tensor(4.0), 4.0).ok
+    assert "expected 4, got 5" in checks.number(5, 4.0).message
+    assert "expected a number, got None" in checks.number(None, 4.0).message
+    assert not checks.number(True, 1.0).ok  # a bool is not an answer
+    assert "NaN" in checks.number(float("nan"), 1.0).message
+    assert checks.choice(" C ", "c", ["a", "b", "c"]).ok
+    assert "expected one of 'a', 'b', 'c'" in checks.choice("z", "c", ["a", "b", "c"]).message
+    assert "is not right" in checks.choice("a", "c", ["a", "b", "c"]).message
+
+
+def test_exercise_reports_each_outcome(capsys):
+    def stub():
+        raise NotImplementedError("Exercise 9.9: not attempted yet")
+
+    def crashes():
+        return [1, 2][5]
+
+    checks.exercise("9.1", lambda: checks.close(EXPECTED, EXPECTED))
+    checks.exercise("9.2", lambda: checks.close(stub(), EXPECTED))
+    checks.exercise("9.3", lambda: checks.close(crashes(), EXPECTED))
+    checks.exercise("9.4", lambda: checks.close(torch.ones(2, 2), EXPECTED))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Exercise 9.1: passed"
+    assert lines[1] == "Exercise 9.2: not attempted yet"
+    assert lines[2].startswith("Exercise 9.3: not yet. your code raised IndexError: list index out of range")
+    assert "return [1, 2][5]" in lines[2]  # points at the learner's line, not at library code
+    assert lines[3].startswith("Exercise 9.4: not yet. your result: 4 of 4 entries differ")
+    assert checks.RESULTS["9.1"] == "passed" and checks.RESULTS["9.2"] == "not attempted"
+    assert checks.RESULTS["9.3"] == "failed"
+
+
+def test_require_raises_assertion_with_the_message():
+    checks.require(lambda: checks.number(2.0, 2.0))
+    with pytest.raises(AssertionError, match="expected 2, got 3"):
+        checks.require(lambda: checks.number(3.0, 2.0))
+    with pytest.raises(AssertionError, match="not attempted yet"):
+        checks.require(lambda: checks.number((_ for _ in ()).throw(NotImplementedError()), 2.0))
+
+
+class Weird:
+    """An object that fails at everything a comparison might try."""
+
+    def __repr__(self):
+        raise RuntimeError("repr exploded")
+
+    def __eq__(self, other):
+        raise RuntimeError("eq exploded")
+
+    def __float__(self):
+        raise RuntimeError("float exploded")
+
+    __hash__ = None
+
+
+anything = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.lists(st.floats(allow_nan=True), max_size=5),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
+    st.just(print),
+    st.just(np.zeros((2, 2))),
+    st.builds(
+        lambda shape, dtype, fill: torch.full(shape, fill).to(dtype),
+        st.lists(st.integers(0, 3), max_size=3).map(tuple),
+        st.sampled_from([torch.float32, torch.float64, torch.int64, torch.bool, torch.complex64]),
+        st.floats(allow_nan=True, allow_infinity=True, width=32),
+    ),
+)
+
+
+def test_an_object_that_breaks_repr_eq_and_float_gets_a_message():
+    weird = Weird()
+    for verdict in (checks.close(weird, EXPECTED), checks.number(weird, 1.0), checks.choice(weird, "a", ["a"])):
+        assert not verdict.ok and "Weird" in verdict.message
+
+
+@settings(max_examples=300, deadline=None)
+@given(got=anything)
+def test_checks_never_raise_and_never_pass_wrong_input(got):
+    for verdict in (
+        checks.close(got, EXPECTED, name="x"),
+        checks.number(got, 0.123456, name="x"),
+        checks.choice(got, "b", ["a", "b"], name="x"),
+    ):
+        assert isinstance(verdict, checks.Verdict)
+        assert isinstance(verdict.message, str) and verdict.message
+    assert not checks.close(got, EXPECTED).ok  # none of these equals EXPECTED
+
+
+@settings(max_examples=100, deadline=None)
+@given(exc=st.sampled_from([ValueError, TypeError, RuntimeError, ZeroDivisionError, KeyError, AssertionError]),
+       text=st.text(max_size=30))
+def test_exercise_turns_any_learner_exception_into_one_line(exc, text):
+    def learner():
+        raise exc(text)
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        checks.exercise("0.1", lambda: checks.close(learner(), EXPECTED))
+    out = buffer.getvalue()
+    assert out.startswith(f"Exercise 0.1: not yet. your code raised {exc.__name__}")
+    assert "Traceback" not in out

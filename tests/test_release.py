@@ -1,0 +1,146 @@
+"""solutions/ is the source; chapters/ must be exactly what the release tool makes of it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import nbformat
+import pytest
+from conftest import CHAPTERS, ROOT, SOLUTIONS
+
+from utils import notebooks, release
+from utils.release import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION
+
+SOLUTION_NAMES = [p.name for p in SOLUTIONS]
+
+
+def _graded_cells(nb, flag):
+    return [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get(flag)]
+
+
+def _block_lines(source: str, begin: str, end: str) -> list[str]:
+    inside, lines = False, []
+    for line in source.split("\n"):
+        if line.strip() == begin:
+            inside = True
+        elif line.strip() == end:
+            inside = False
+        elif inside and len(line.strip()) >= 10 and not line.strip().startswith("#"):
+            lines.append(line.strip())
+    return lines
+
+
+def test_every_solution_has_a_chapter_and_back():
+    assert SOLUTION_NAMES, "no notebooks in solutions/"
+    assert SOLUTION_NAMES == [p.name for p in CHAPTERS]
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_chapter_is_exactly_what_release_makes(name):
+    solution = notebooks.read(ROOT / "solutions" / name)
+    chapter = notebooks.read(ROOT / "chapters" / name)
+    assert release.matches(chapter, solution), f"chapters/{name} is stale: run python -m utils.release {name[:2]}"
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_release_is_byte_identical_on_rerun(name, tmp_path):
+    shutil.copy(ROOT / "solutions" / name, tmp_path / name)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert release.release_one(tmp_path / name, out, execute=False) == "written"
+    first = (out / name).read_bytes()
+    assert release.release_one(tmp_path / name, out, execute=False) == "unchanged"
+    assert (out / name).read_bytes() == first
+    (out / name).unlink()
+    release.release_one(tmp_path / name, out, execute=False)
+    assert (out / name).read_bytes() == first
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_no_solution_or_hidden_test_line_reaches_the_learner(name):
+    solution = notebooks.read(ROOT / "solutions" / name)
+    chapter_text = (ROOT / "chapters" / name).read_text()
+    for marker in (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN):
+        assert marker not in chapter_text
+    chapter = notebooks.read(ROOT / "chapters" / name)
+    chapter_sources = "\n".join(c.source for c in chapter.cells)
+    for cell in solution.cells:
+        for begin, end in ((BEGIN_SOLUTION, END_SOLUTION), (BEGIN_HIDDEN, END_HIDDEN)):
+            for line in _block_lines(cell.source, begin, end):
+                assert line not in chapter_sources, f"{name}: leaked line {line!r}"
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_exercises_are_complete_and_nbgrader_compatible(name):
+    solution = notebooks.read(ROOT / "solutions" / name)
+    answers = _graded_cells(solution, "solution")
+    graded = _graded_cells(solution, "grade")
+    assert len(answers) >= 3 and len(graded) >= 3, f"{name}: a chapter needs at least 3 exercises"
+    ids = [c.metadata.nbgrader.grade_id for c in answers + graded]
+    assert len(ids) == len(set(ids)), "grade ids must be unique"
+    number = int(name[:2])
+    for cell in answers:
+        meta = cell.metadata.nbgrader
+        assert meta["solution"] and not meta["grade"] and not meta["locked"] and meta["schema_version"] == 3
+        assert re.fullmatch(rf"ex{number:02d}_\d+", meta["grade_id"])
+        assert BEGIN_SOLUTION in cell.source
+    for cell in graded:
+        meta = cell.metadata.nbgrader
+        assert meta["grade"] and meta["locked"] and meta["points"] > 0 and not meta["solution"]
+        answer_id = meta["grade_id"].removesuffix("_check")
+        assert answer_id in ids and meta["grade_id"] == answer_id + "_check"
+        label = release.exercise_label(answer_id)
+        assert "check.exercise(" in cell.source and f'"{label}"' in cell.source, f"{answer_id}: report {label}"
+        assert BEGIN_HIDDEN in cell.source, f"{answer_id}: hidden tests missing"
+
+
+def _stdout(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_solutions_pass_and_stubs_report_not_attempted(name):
+    """The stored outputs (which nbval re-validates) show every solution passing and every stub not."""
+    for folder, expected in (("solutions", "passed"), ("chapters", "not attempted yet")):
+        nb = notebooks.read(ROOT / folder / name)
+        for cell in _graded_cells(nb, "grade"):
+            label = release.exercise_label(cell.metadata.nbgrader.grade_id)
+            assert f"Exercise {label}: {expected}" in _stdout(cell), f"{folder}/{name} {label}"
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_stubs_fail_the_hidden_tests(name, tmp_path):
+    """Run the learner's version with the hidden tests put back: every graded cell must fail."""
+    solution = notebooks.read(ROOT / "solutions" / name)
+    chapter = notebooks.read(ROOT / "chapters" / name)
+    hidden = {c.metadata.nbgrader.grade_id: c.source for c in _graded_cells(solution, "grade")}
+    for cell in chapter.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in hidden:
+            cell.source = hidden[grade_id]
+    client_nb = nbformat.from_dict(chapter)
+    from nbclient import NotebookClient
+
+    NotebookClient(client_nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+    for cell in client_nb.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in hidden:
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            assert errors and errors[0].ename == "AssertionError", f"{grade_id}: a stub passed its hidden tests"
+
+
+def test_release_stubs_keep_indentation_and_name_the_exercise():
+    cell = nbformat.v4.new_code_cell(
+        "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\n"
+        "check()\n### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS"
+    )
+    cell.metadata["nbgrader"] = {"grade_id": "ex07_3", "solution": True}
+    out = release.release_cell(cell)
+    assert out.source == (
+        "def f(x):\n    y = 1\n    # YOUR CODE HERE\n"
+        '    raise NotImplementedError("Exercise 7.3: not attempted yet")\ncheck()'
+    )
+    with pytest.raises(release.ReleaseError):
+        release.release_cell(nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n"))

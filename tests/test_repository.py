@@ -1,0 +1,75 @@
+"""The repository keeps its promises to a newcomer: README commands, CI, notebook conventions."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import CHAPTERS, ROOT, SOLUTIONS
+
+
+def _readme_block_after(heading: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split(heading, 1)[1]
+    return re.search(r"```bash\n(.*?)\n```", section, re.S).group(1).strip()
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    command = _readme_block_after("## Run every check")
+    ci_lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip()]
+    assert ci_lines[-1].strip() == command
+
+
+def test_ci_installs_what_the_readme_set_up_installs():
+    setup = _readme_block_after("## Set up and open the course")
+    ci = (ROOT / ".ci" / "run").read_text()
+    for step in setup.split("&&")[:-1]:  # all but opening JupyterLab
+        assert step.strip().split()[0] in ci and "requirements.txt" in ci and "npm ci" in ci
+
+
+def test_requirements_pin_what_the_course_depends_on():
+    req = (ROOT / "requirements.txt").read_text()
+    for needle in ("torch==2.13.0", "jupyterlab>=4.5,<4.6", "jupyter-book>=1.0.4,<2", "-e ."):
+        assert needle in req
+
+
+@pytest.mark.parametrize("path", SOLUTIONS + CHAPTERS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_notebook_conventions(path):
+    nb = json.loads(path.read_text())
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code":
+            assert cell["execution_count"] is not None or not source.strip(), "every code cell is executed"
+            has_image = any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+            if has_image:
+                alt = cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
+                assert len(alt) > 20, f"figure without alt text: {source[:60]!r}"
+            for output in cell.get("outputs", []):
+                assert output["output_type"] != "error" or "raises-exception" in cell["metadata"].get("tags", [])
+                assert "0x7f" not in output.get("text", ""), "memory addresses are not stable"
+            tags = cell["metadata"].get("tags", [])
+            if "nbval-ignore-output" in tags or "nbval-skip" in tags:
+                assert re.search(r"^#.*\b(volatile|depends|not compared|timing|version|device)",
+                                 source, re.M | re.I), "a tagged cell says why in a comment"
+        else:
+            assert not re.search(r"^\s*\([A-Za-z0-9_-]+\)=\s*$", source, re.M), \
+                "no (label)= targets: chapters and solutions would define each label twice"
+            assert not re.search(r"\$\$\s*\([A-Za-z0-9_:-]+\)", source), "no equation labels (see DESIGN)"
+    assert "widgets" in nb["metadata"], "widget state is stored (run the notebook through utils.release)"
+
+
+def test_book_toc_lists_every_chapter_and_solution():
+    toc = (ROOT / "_toc.yml").read_text()
+    for path in SOLUTIONS:
+        assert f"chapters/{path.stem}" in toc and f"solutions/{path.stem}" in toc
+
+
+def test_ruff_finds_nothing():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ruff = Path(sys.executable).with_name("ruff")
+    result = subprocess.run([str(ruff), "check", "--no-cache", str(ROOT)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:]
