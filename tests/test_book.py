@@ -46,6 +46,21 @@ def test_book_references_no_other_host_in_scripts_and_styles(built_book):
 
 
 @pytest.mark.browser
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_every_chapter_page_renders_math_and_its_static_widget_offline(built_book, path):
+    require_chromium()
+    with static_server(built_book) as base, browser_page(f"book_{path.stem}") as (page, requests):
+        page.goto(f"{base}/chapters/{path.stem}.html", wait_until="load")
+        page.wait_for_selector("mjx-container", state="attached", timeout=30_000)
+        # The saved widget state renders: at least one control and one text readout.
+        page.wait_for_selector(".widget-html-content, .widget-label", state="attached", timeout=30_000)
+        assert page.locator(".jupyter-widgets").count() >= 2
+        assert page.locator("img").count() >= 1, "the static figure at the widget's defaults"
+        page.wait_for_timeout(300)
+        assert external_requests(requests) == [], f"requests left 127.0.0.1: {external_requests(requests)}"
+
+
+@pytest.mark.browser
 def test_chapter_03_renders_math_mermaid_and_widget_offline(built_book):
     require_chromium()
     with static_server(built_book) as base, browser_page("book_chapter_03") as (page, requests):

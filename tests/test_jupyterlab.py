@@ -12,7 +12,9 @@ import urllib.request
 
 import pytest
 from browser import browser_page, free_port, require_chromium
-from conftest import ROOT
+from conftest import CHAPTERS, ROOT
+
+from utils import notebooks
 
 pytestmark = pytest.mark.browser
 
@@ -91,3 +93,84 @@ def test_chapter_03_runs_in_jupyterlab_and_widget_responds(jupyterlab):
             ".some(e => e.innerText.includes('d_k = 128'))",
             timeout=60_000,
         )
+
+
+OTHER_CHAPTERS = [p for p in CHAPTERS if not p.name.startswith(("03_", "10_"))]
+
+
+def _run_all(page, base: str, path) -> None:
+    """Open a chapter, wait for the kernel, Run All Cells, and wait for every exercise's check line."""
+    exercises = sum(1 for c in notebooks.read(path).cells
+                    if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+    page.set_default_timeout(120_000)
+    page.goto(f"{base}/lab/tree/{path.name}")
+    page.wait_for_selector(".jp-MarkdownCell .myst")
+    page.wait_for_function("() => document.body.innerText.includes('Idle')")
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    page.wait_for_function(
+        f"() => document.body.innerText.split('not attempted yet').length - 1 >= {exercises}", timeout=240_000
+    )
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    assert errors.filter(has_text="Traceback").count() == 0, "a cell raised in JupyterLab"
+
+
+def _readouts(page) -> list[str]:
+    return page.evaluate("() => [...document.querySelectorAll('.widget-html-content')].map(e => e.innerText)")
+
+
+def _wait_for_change(page, before: list[str], timeout: float = 30_000) -> bool:
+    try:
+        page.wait_for_function(
+            "(before) => JSON.stringify([...document.querySelectorAll('.widget-html-content')]"
+            ".map(e => e.innerText)) !== before",
+            arg=json.dumps(before), timeout=timeout,
+        )
+        return True
+    except Exception:
+        return False
+
+
+@pytest.mark.parametrize("path", OTHER_CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_runs_in_jupyterlab_and_its_widget_responds(jupyterlab, path):
+    require_chromium()
+    with browser_page(f"jupyterlab_{path.stem}") as (page, _requests):
+        _run_all(page, jupyterlab, path)
+        page.wait_for_selector(".widget-html-content")
+        before = _readouts(page)
+        handles = page.locator(".widget-slider .noUi-handle")
+        selects = page.locator(".widget-dropdown select")
+        if handles.count():
+            handle = handles.first
+            handle.focus()
+            handle.press("ArrowRight")
+            if not _wait_for_change(page, before, 20_000):  # the slider may start at its maximum
+                handle.press("ArrowLeft")
+                handle.press("ArrowLeft")
+                assert _wait_for_change(page, before), "moving the slider changed nothing"
+        else:
+            assert selects.count(), "the widget has neither a slider nor a dropdown"
+            options = selects.first.locator("option").all_inner_texts()
+            current = selects.first.input_value()
+            selects.first.select_option(index=1 if len(options) > 1 and current == options[0] else 0)
+            assert _wait_for_change(page, before), "changing the dropdown changed nothing"
+
+
+@pytest.mark.parametrize("path", [p for p in CHAPTERS if p.name.startswith("10_")], ids=lambda p: p.stem)
+def test_visualizer_recomputes_for_a_typed_sentence(jupyterlab, path):
+    require_chromium()
+    with browser_page("jupyterlab_visualizer") as (page, _requests):
+        _run_all(page, jupyterlab, path)
+        box = page.locator(".widget-text input").first
+        box.wait_for()
+        before = _readouts(page)
+        image = page.locator(".widget-output img").first
+        image_before = image.get_attribute("src") if image.count() else None
+        box.fill("the small dog chased the red ball because it was fast")
+        page.get_by_role("button", name="Calculate Attention").first.click()
+        assert _wait_for_change(page, before), "the readout did not change after Calculate Attention"
+        if image_before is not None:
+            page.wait_for_function(
+                "(src) => { const i = document.querySelector('.widget-output img'); return i && i.src !== src }",
+                arg=image_before, timeout=30_000,
+            )

@@ -31,6 +31,19 @@ def _block_lines(source: str, begin: str, end: str) -> list[str]:
     return lines
 
 
+def _outside_blocks(source: str) -> list[str]:
+    """Lines of a solution cell outside every solution and hidden-test block (independent of release)."""
+    inside, lines = False, []
+    for line in source.split("\n"):
+        if line.strip() in (BEGIN_SOLUTION, BEGIN_HIDDEN):
+            inside = True
+        elif line.strip() in (END_SOLUTION, END_HIDDEN):
+            inside = False
+        elif not inside:
+            lines.append(line)
+    return lines
+
+
 def test_every_solution_has_a_chapter_and_back():
     assert SOLUTION_NAMES, "no notebooks in solutions/"
     assert SOLUTION_NAMES == [p.name for p in CHAPTERS]
@@ -64,11 +77,17 @@ def test_no_solution_or_hidden_test_line_reaches_the_learner(name):
     for marker in (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN):
         assert marker not in chapter_text
     chapter = notebooks.read(ROOT / "chapters" / name)
-    chapter_sources = "\n".join(c.source for c in chapter.cells)
-    for cell in solution.cells:
-        for begin, end in ((BEGIN_SOLUTION, END_SOLUTION), (BEGIN_HIDDEN, END_HIDDEN)):
-            for line in _block_lines(cell.source, begin, end):
-                assert line not in chapter_sources, f"{name}: leaked line {line!r}"
+    chapter_lines = {ln.strip() for c in chapter.cells for ln in c.source.split("\n")}
+    # Lines that also occur in visible code (e.g. `lambda: check.close(`) are not secrets.
+    secret = {
+        line
+        for cell in solution.cells
+        for begin, end in ((BEGIN_SOLUTION, END_SOLUTION), (BEGIN_HIDDEN, END_HIDDEN))
+        for line in _block_lines(cell.source, begin, end)
+    }
+    visible = {ln.strip() for c in solution.cells for ln in _outside_blocks(c.source)}
+    for line in sorted(secret - visible):
+        assert line not in chapter_lines, f"{name}: leaked line {line!r}"
 
 
 @pytest.mark.parametrize("name", SOLUTION_NAMES)
@@ -144,3 +163,36 @@ def test_release_stubs_keep_indentation_and_name_the_exercise():
     )
     with pytest.raises(release.ReleaseError):
         release.release_cell(nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n"))
+
+
+def _visible_part(source: str) -> str:
+    lines = source.split("\n")
+    cut = next((i for i, line in enumerate(lines) if line.strip() == BEGIN_HIDDEN), len(lines))
+    return "\n".join(lines[:cut])
+
+
+def _is_constant(node) -> bool:
+    import ast
+
+    return all(isinstance(n, ast.Constant | ast.UnaryOp | ast.BinOp | ast.operator | ast.unaryop
+                          | ast.List | ast.Tuple | ast.Load) for n in ast.walk(node))
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_visible_checks_do_not_print_the_answer_in_their_source(name):
+    """A learner sees the check cell: `check.number(answer_3_2(), 4.0)` would give the answer away.
+
+    Derived numbers and choices are checked against a digest (check.number_digest/choice_digest)
+    or by plugging the answer back into a property; the exact value lives in the hidden tests.
+    """
+    import ast
+
+    solution = notebooks.read(ROOT / "solutions" / name)
+    for cell in _graded_cells(solution, "grade"):
+        for node in ast.walk(ast.parse(_visible_part(cell.source))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("number", "choice") and len(node.args) >= 2):
+                got = node.args[0]
+                direct = isinstance(got, ast.Call) and isinstance(got.func, ast.Name) and got.func.id.startswith("answer_")
+                assert not (direct and _is_constant(node.args[1])), \
+                    f"{cell.metadata.nbgrader.grade_id}: the visible check shows the answer: {ast.unparse(node)}"

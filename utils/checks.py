@@ -28,6 +28,9 @@ __all__ = [
     "close",
     "number",
     "choice",
+    "digest",
+    "number_digest",
+    "choice_digest",
     "exercise",
     "require",
     "RESULTS",
@@ -195,6 +198,53 @@ def choice(got: Any, expected: str, options: Sequence[str], *, name: str = "your
     if answer not in [o.lower() for o in options]:
         return Verdict(False, f"{name}: expected one of {allowed}, got {got!r}")
     if answer != expected.lower():
+        return Verdict(False, f"{name}: {got!r} is not right; reread the section and try again")
+    return PASS
+
+
+def digest(answer: str | float, sig: int = 3) -> str:
+    """A fingerprint of an answer, so a visible self-check can confirm it without printing it.
+
+    Strings are compared case- and space-insensitively; numbers to ``sig`` significant digits.
+    Authors compute it once (``check.digest(4.0)``) and paste it into the check cell.
+    """
+    import hashlib
+
+    if isinstance(answer, str):
+        text = answer.strip().lower()
+    else:
+        text = f"{float(answer):.{sig}g}"
+    return hashlib.sha256(f"transformer-course:{text}".encode()).hexdigest()[:16]
+
+
+def number_digest(got: Any, expected_digest: str, *, name: str = "your answer", sig: int = 3) -> Verdict:
+    """Self-check of a derived number against its digest; the message never reveals the answer."""
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        got = got.detach().cpu().item()
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        if got is None:
+            return Verdict(False, f"{name}: expected a number, got None. Did you forget to `return`?")
+        return Verdict(False, f"{name}: expected a number, got {_describe(got)}")
+    try:
+        value = float(got)
+    except Exception as exc:
+        return Verdict(False, f"{name}: could not be read as a number ({type(exc).__name__})")
+    if math.isnan(value):
+        return Verdict(False, f"{name}: got NaN")
+    if digest(value, sig) != expected_digest:
+        return Verdict(False, f"{name}: {_fmt(value)} is not right (checked to {sig} significant digits); "
+                              "recheck your derivation")
+    return PASS
+
+
+def choice_digest(got: Any, expected_digest: str, options: Sequence[str], *, name: str = "your choice") -> Verdict:
+    """Self-check of a multiple-choice answer against its digest; never reveals the right option."""
+    allowed = ", ".join(repr(o) for o in options)
+    if not isinstance(got, str):
+        return Verdict(False, f"{name}: expected one of {allowed} as a string, got {_describe(got)}")
+    if got.strip().lower() not in [o.lower() for o in options]:
+        return Verdict(False, f"{name}: expected one of {allowed}, got {got!r}")
+    if digest(got) != expected_digest:
         return Verdict(False, f"{name}: {got!r} is not right; reread the section and try again")
     return PASS
 

@@ -1,0 +1,1 @@
+"""Instructor grading: run submissions in a sandbox, judge their values outside it."""

@@ -1,0 +1,77 @@
+"""Chapter 2 widget: a query and a temperature -> soft-lookup weights over the video table."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import torch
+
+from utils.plotting import OKABE_ITO, label_axes
+from utils.qkv import CONTENTS, QUERIES, encode_tags, soft_lookup, video_table
+
+
+def lookup(query_name: str, temperature: float) -> dict[str, object]:
+    """Pure compute: titles, weights (n,), retrieved value (d_v,) and the plain average (d_v,)."""
+    titles, keys, values = video_table()
+    retrieved, weights = soft_lookup(encode_tags(QUERIES[query_name]), keys, values, temperature)
+    return {
+        "titles": titles,
+        "weights": weights,
+        "retrieved": retrieved,
+        "average": values.mean(dim=0),
+    }
+
+
+def lookup_figure(query_name: str, temperature: float) -> plt.Figure:
+    """Bar chart of the weights over the table, and the retrieved value next to the plain average."""
+    result = lookup(query_name, temperature)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [3, 2]})
+    weights: torch.Tensor = result["weights"]  # type: ignore[assignment]
+    ax1.barh(result["titles"], weights.numpy(), color=OKABE_ITO["blue"])
+    ax1.invert_yaxis()
+    ax1.set_xlim(0, 1)
+    label_axes(ax1, "weight w_j (no unit)", "video", f'Query "{query_name}", τ = {temperature:.3g}')
+    positions = torch.arange(len(CONTENTS)).float()
+    ax2.bar(positions - 0.2, result["retrieved"].numpy(), width=0.4, color=OKABE_ITO["orange"], label="retrieved")
+    ax2.bar(positions + 0.2, result["average"].numpy(), width=0.4, color="grey", label="plain average")
+    ax2.set_xticks(positions.tolist(), [c.replace(" on screen", "") for c in CONTENTS])
+    ax2.set_ylim(0, 1)
+    label_axes(ax2, "content on screen", "share of screen time", "Retrieved value")
+    ax2.legend()
+    fig.tight_layout()
+    return fig
+
+
+def _readout(query_name: str, temperature: float) -> str:
+    result = lookup(query_name, temperature)
+    weights: torch.Tensor = result["weights"]  # type: ignore[assignment]
+    best = int(weights.argmax())
+    blend = ", ".join(f"{c} {v:.2f}" for c, v in zip(CONTENTS, result["retrieved"].tolist()))
+    return (
+        f'<b>"{query_name}"</b> at τ = {temperature:.3g}: best match <i>{result["titles"][best]}</i> '
+        f"with weight {weights[best]:.3f}; retrieved value: {blend}"
+    )
+
+
+def lookup_widget(query_name: str = "cute cats", temperature: float = 0.3) -> widgets.VBox:
+    """A query menu and a temperature slider, a text readout, and the weights' bar chart."""
+    menu = widgets.Dropdown(options=list(QUERIES), value=query_name, description="query")
+    slider = widgets.FloatLogSlider(
+        value=temperature, base=10, min=-2, max=1, step=0.05, description="τ", readout_format=".3g"
+    )
+    readout = widgets.HTML(_readout(query_name, temperature))
+    plot = widgets.Output()
+
+    def redraw(_change: object = None) -> None:
+        readout.value = _readout(menu.value, slider.value)
+        fig = lookup_figure(menu.value, slider.value)
+        # Set the Output widget's outputs directly rather than capturing a display: this works
+        # the same in a live kernel, in nbval, and in the saved widget state the book shows.
+        plot.outputs = ()
+        plot.append_display_data(fig)
+        plt.close(fig)
+
+    menu.observe(redraw, names="value")
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([menu, slider]), readout, plot])
