@@ -1,14 +1,11 @@
-"""Shared fixtures: repository paths and the list of course notebooks."""
+"""Shared fixtures for the tests in this folder (paths live in course_paths.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
-CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+from course_paths import ROOT
 
 
 @pytest.fixture(scope="session")

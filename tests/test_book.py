@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from browser import browser_page, external_requests, require_chromium, static_server
-from conftest import ROOT, SOLUTIONS
+from course_paths import ROOT, SOLUTIONS
 
 pytestmark = pytest.mark.book
 

@@ -6,7 +6,7 @@ import ast
 
 import nbformat
 import pytest
-from conftest import ROOT, SOLUTIONS
+from course_paths import ROOT, SOLUTIONS
 
 from utils import export, notebooks
 

@@ -16,7 +16,7 @@ import nbformat
 import numpy as np
 import psutil
 import pytest
-from conftest import ROOT, SOLUTIONS
+from course_paths import ROOT, SOLUTIONS
 
 from utils import notebooks
 from utils.grading import grade as grading

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 from browser import browser_page, free_port, require_chromium
-from conftest import CHAPTERS, ROOT
+from course_paths import CHAPTERS, ROOT
 
 from utils import notebooks
 
@@ -31,7 +31,9 @@ def jupyterlab(tmp_path):
     # Render every cell, not only those in view, so the whole notebook is in the page.
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     port = free_port()
+    # Settings and workspaces of its own: a shared workspace would reopen earlier tests' notebooks.
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
@@ -140,6 +142,8 @@ def test_chapter_runs_in_jupyterlab_and_its_widget_responds(jupyterlab, path):
         before = _readouts(page)
         handles = page.locator(".widget-slider .noUi-handle")
         selects = page.locator(".widget-dropdown select")
+        toggles = page.locator(".widget-toggle-buttons button:not(.mod-active)")
+        texts = page.locator(".widget-text input")
         if handles.count():
             handle = handles.first
             handle.focus()
@@ -148,12 +152,19 @@ def test_chapter_runs_in_jupyterlab_and_its_widget_responds(jupyterlab, path):
                 handle.press("ArrowLeft")
                 handle.press("ArrowLeft")
                 assert _wait_for_change(page, before), "moving the slider changed nothing"
-        else:
-            assert selects.count(), "the widget has neither a slider nor a dropdown"
+        elif selects.count():
             options = selects.first.locator("option").all_inner_texts()
             current = selects.first.input_value()
             selects.first.select_option(index=1 if len(options) > 1 and current == options[0] else 0)
             assert _wait_for_change(page, before), "changing the dropdown changed nothing"
+        elif toggles.count():
+            toggles.first.click()
+            assert _wait_for_change(page, before), "choosing another option changed nothing"
+        else:
+            assert texts.count(), "the widget has no slider, dropdown, toggle buttons or text box"
+            texts.first.fill("a different input")
+            texts.first.press("Enter")
+            assert _wait_for_change(page, before), "typing a new input changed nothing"
 
 
 @pytest.mark.parametrize("path", [p for p in CHAPTERS if p.name.startswith("10_")], ids=lambda p: p.stem)

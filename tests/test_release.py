@@ -7,7 +7,7 @@ import shutil
 
 import nbformat
 import pytest
-from conftest import CHAPTERS, ROOT, SOLUTIONS
+from course_paths import CHAPTERS, ROOT, SOLUTIONS
 
 from utils import notebooks, release
 from utils.release import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION

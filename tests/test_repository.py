@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import CHAPTERS, ROOT, SOLUTIONS
+from course_paths import CHAPTERS, ROOT, SOLUTIONS
 
 
 def _readme_block_after(heading: str) -> str:

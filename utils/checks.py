@@ -161,15 +161,8 @@ def close(
         return Verdict(False, f"{name}: could not be compared ({type(exc).__name__}: {exc})")
 
 
-def number(
-    got: Any,
-    expected: float,
-    *,
-    name: str = "your answer",
-    rel: float = 1e-3,
-    abs_tol: float = 1e-9,
-) -> Verdict:
-    """Compare a learner's number with the expected one, to a relative tolerance."""
+def _as_number(got: Any, name: str) -> float | Verdict:
+    """The learner's answer as a float, or a Verdict saying why it is not a number."""
     if isinstance(got, torch.Tensor):
         if got.numel() != 1:
             return Verdict(False, f"{name}: expected a single number, got {_describe(got)}")
@@ -184,6 +177,21 @@ def number(
         return Verdict(False, f"{name}: could not be read as a number ({type(exc).__name__})")
     if math.isnan(value):
         return Verdict(False, f"{name}: got NaN")
+    return value
+
+
+def number(
+    got: Any,
+    expected: float,
+    *,
+    name: str = "your answer",
+    rel: float = 1e-3,
+    abs_tol: float = 1e-9,
+) -> Verdict:
+    """Compare a learner's number with the expected one, to a relative tolerance."""
+    value = _as_number(got, name)
+    if isinstance(value, Verdict):
+        return value
     if not math.isclose(value, float(expected), rel_tol=rel, abs_tol=abs_tol):
         return Verdict(False, f"{name}: expected {_fmt(float(expected))}, got {_fmt(value)}")
     return PASS
@@ -219,18 +227,9 @@ def digest(answer: str | float, sig: int = 3) -> str:
 
 def number_digest(got: Any, expected_digest: str, *, name: str = "your answer", sig: int = 3) -> Verdict:
     """Self-check of a derived number against its digest; the message never reveals the answer."""
-    if isinstance(got, torch.Tensor) and got.numel() == 1:
-        got = got.detach().cpu().item()
-    if isinstance(got, bool) or not isinstance(got, numbers.Real):
-        if got is None:
-            return Verdict(False, f"{name}: expected a number, got None. Did you forget to `return`?")
-        return Verdict(False, f"{name}: expected a number, got {_describe(got)}")
-    try:
-        value = float(got)
-    except Exception as exc:
-        return Verdict(False, f"{name}: could not be read as a number ({type(exc).__name__})")
-    if math.isnan(value):
-        return Verdict(False, f"{name}: got NaN")
+    value = _as_number(got, name)
+    if isinstance(value, Verdict):
+        return value
     if digest(value, sig) != expected_digest:
         return Verdict(False, f"{name}: {_fmt(value)} is not right (checked to {sig} significant digits); "
                               "recheck your derivation")

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import psutil
 
+from utils.notebooks import REPO_ROOT
+
 NOBODY_BASE_UID = 61000  # slot k runs as uid 61000 + k
 
 
@@ -86,9 +88,10 @@ def _bwrap_prefix(workdir: Path, hidden: list[Path], as_root: bool) -> list[str]
     if as_root:
         # root's home is private (mode 700): give the sandbox an empty one with only Python in it.
         args += ["--perms", "0755", "--tmpfs", "/root"]
-        for path in _python_paths():
-            if str(path).startswith("/root/"):
-                args += _traversable_parents(path) + ["--ro-bind", str(path), str(path)]
+    # Python and the course (which may live under /tmp or /root, both replaced above) stay visible.
+    for path in [*_python_paths(), REPO_ROOT]:
+        if str(path).startswith(("/tmp/", "/root/")):
+            args += _traversable_parents(path) + ["--ro-bind", str(path), str(path)]
     args += _traversable_parents(workdir) + ["--bind", str(workdir), str(workdir)]
     for folder in hidden:
         if folder.exists():
@@ -118,7 +121,10 @@ def _processes_of_current_user() -> int:
 
 def kill_uid(uid: int) -> int:
     """Kill every process of ``uid`` (a grading slot's own user); return how many."""
-    victims = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+    return _kill([p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid])
+
+
+def _kill(victims: list[psutil.Process]) -> int:
     for proc in victims:
         try:
             proc.kill()
@@ -227,13 +233,7 @@ def kill_marked(token: str) -> int:
                 victims.append(proc)
         except psutil.Error:
             continue
-    for proc in victims:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(victims, timeout=5)
-    return len(victims)
+    return _kill(victims)
 
 
 def _exit_reason(code: int) -> str:

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from utils.plotting import SEQUENTIAL_CMAP, label_axes
+from utils.widgets import show_figure
 
 
 def head_summary(maps: torch.Tensor, sequence: int, layer: int, head: int) -> dict[str, float]:
@@ -75,9 +76,7 @@ def heads_widget(maps: torch.Tensor, labels: list[list[str]]) -> widgets.VBox:
         fig = heads_figure(maps, labels, sequence.value, layer.value - 1, head.value)
         # Set the Output widget's outputs directly (no `with out:` capture): works in a live
         # kernel, under nbval and in the saved widget state the book shows.
-        plot.outputs = ()
-        plot.append_display_data(fig)
-        plt.close(fig)
+        show_figure(plot, fig)
 
     for control in (sequence, layer, head):
         control.observe(redraw, names="value")

@@ -11,6 +11,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
 from utils.plotting import OKABE_ITO, label_axes
+from utils.widgets import show_figure
 
 # (depth, learning rate, warm-up steps, norm_first) -> {"loss": [...], "test_accuracy": [acc]}
 Runs = dict[tuple[int, float, int, bool], dict[str, list[float]]]
@@ -75,9 +76,7 @@ def loss_curves_widget(runs: Runs, depth: int = 6, lr: float = 2e-2, warmup: int
         fig = loss_curves_figure(runs, depth_w.value, lr_w.value, warm_w.value)
         # Set the Output widget's outputs directly (no `with out:` capture): works live, under
         # nbval, and in the saved widget state the book shows.
-        plot.outputs = ()
-        plot.append_display_data(fig)
-        plt.close(fig)
+        show_figure(plot, fig)
 
     for control in (depth_w, lr_w, warm_w):
         control.observe(redraw, names="value")

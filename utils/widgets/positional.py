@@ -10,6 +10,7 @@ import torch
 
 from utils.plotting import OKABE_ITO, SEQUENTIAL_CMAP, label_axes
 from utils.positional import sinusoidal_encoding, sinusoidal_frequencies
+from utils.widgets import show_figure
 
 
 def positional_summary(d_model: int, length: int) -> dict[str, object]:
@@ -68,9 +69,7 @@ def positional_widget(d_model: int = 64, length: int = 128) -> widgets.VBox:
         fig = positional_figure(d_slider.value, length_slider.value)
         # Set the Output widget's outputs directly (no `with out:` capture): works in a live
         # kernel, under nbval and in the saved widget state the book shows.
-        plot.outputs = ()
-        plot.append_display_data(fig)
-        plt.close(fig)
+        show_figure(plot, fig)
 
     d_slider.observe(redraw, names="value")
     length_slider.observe(redraw, names="value")

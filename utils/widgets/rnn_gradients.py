@@ -8,6 +8,7 @@ import torch
 
 from utils.plotting import OKABE_ITO, label_axes
 from utils.rnn import gradient_norms
+from utils.widgets import show_figure
 
 
 def gradient_curve(length: int, rho: float) -> dict[str, torch.Tensor | float]:
@@ -58,9 +59,7 @@ def gradient_widget(length: int = 100, rho: float = 1.0) -> widgets.VBox:
         fig = gradient_figure(length_slider.value, rho_slider.value)
         # Set the Output widget's outputs directly rather than capturing a display: this works
         # the same in a live kernel, in nbval, and in the saved widget state the book shows.
-        plot.outputs = ()
-        plot.append_display_data(fig)
-        plt.close(fig)
+        show_figure(plot, fig)
 
     length_slider.observe(redraw, names="value")
     rho_slider.observe(redraw, names="value")

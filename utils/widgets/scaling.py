@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 
 from utils.plotting import OKABE_ITO, label_axes
 from utils.saturation import softmax_logit_gradients
+from utils.widgets import show_figure
 
 D_K_CHOICES = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -59,11 +60,7 @@ def saturation_widget(d_k: int = 64, scaled: bool = False) -> widgets.VBox:
     def redraw(_change: object = None) -> None:
         readout.value = _readout(slider.value, toggle.value)
         fig = saturation_figure(slider.value, panels=(toggle.value,))
-        # Set the Output widget's outputs directly rather than capturing a display: this works
-        # the same in a live kernel, in nbval, and in the saved widget state the book shows.
-        plot.outputs = ()
-        plot.append_display_data(fig)
-        plt.close(fig)
+        show_figure(plot, fig)
 
     slider.observe(redraw, names="value")
     toggle.observe(redraw, names="value")

@@ -11,6 +11,7 @@ import torch
 
 from utils.plotting import SEQUENTIAL_CMAP, label_axes
 from utils.transformer_blocks import BOS, Seq2Seq, decode_tokens, greedy_decode, source_tensor
+from utils.widgets import show_figure
 
 
 @torch.no_grad()
@@ -68,9 +69,7 @@ def seq2seq_widget(model: Seq2Seq, text: str = "encoder") -> widgets.VBox:
         fig = cross_attention_figure(model, box.value)
         # Set the Output widget's outputs directly (no `with out:` capture): works live, under
         # nbval, and in the saved widget state the book shows.
-        plot.outputs = ()
-        plot.append_display_data(fig)
-        plt.close(fig)
+        show_figure(plot, fig)
 
     box.observe(redraw, names="value")
     redraw()

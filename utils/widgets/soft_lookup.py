@@ -8,6 +8,7 @@ import torch
 
 from utils.plotting import OKABE_ITO, label_axes
 from utils.qkv import CONTENTS, QUERIES, encode_tags, soft_lookup, video_table
+from utils.widgets import show_figure
 
 
 def lookup(query_name: str, temperature: float) -> dict[str, object]:
@@ -67,9 +68,7 @@ def lookup_widget(query_name: str = "cute cats", temperature: float = 0.3) -> wi
         fig = lookup_figure(menu.value, slider.value)
         # Set the Output widget's outputs directly rather than capturing a display: this works
         # the same in a live kernel, in nbval, and in the saved widget state the book shows.
-        plot.outputs = ()
-        plot.append_display_data(fig)
-        plt.close(fig)
+        show_figure(plot, fig)
 
     menu.observe(redraw, names="value")
     slider.observe(redraw, names="value")
