@@ -5,9 +5,15 @@ import torch
 import torch.nn.functional as F
 
 from utils.attention import causal_mask, padding_mask, scaled_dot_product_attention, stable_softmax
+from utils.tolerances import tolerance
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-TOL = {torch.float32: 1e-6, torch.float64: 1e-12}
+# Chapter 3 claims 1e-6 in float32 on the CPU; other devices follow the course's tolerance policy.
+CPU_TOL = {torch.float32: 1e-6, torch.float64: 1e-12}
+
+
+def _tol(device: str, dtype: torch.dtype) -> float:
+    return CPU_TOL[dtype] if device == "cpu" else tolerance(device, dtype)["atol"]
 
 
 def _inputs(device, dtype, B=2, H=3, T_q=6, T_k=8, d_k=16, d_v=4, seed=0):
@@ -40,7 +46,7 @@ def test_matches_pytorch_sdpa(device, dtype, shape):
         ours, weights = scaled_dot_product_attention(q, k, v, **ours_kw)
         ref = F.scaled_dot_product_attention(q, k, v, **torch_kw)
         assert ours.device == q.device and ours.dtype == q.dtype, name
-        assert (ours - ref).abs().max().item() < TOL[dtype], name
+        assert (ours - ref).abs().max().item() < _tol(device, dtype), name
         assert weights.shape == (B, H, T_q, T_k)
 
 

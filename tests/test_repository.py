@@ -73,3 +73,12 @@ def test_ruff_finds_nothing():
     ruff = Path(sys.executable).with_name("ruff")
     result = subprocess.run([str(ruff), "check", "--no-cache", str(ROOT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_tolerance_page_matches_the_policy_used_by_the_tests():
+    from utils.tolerances import POLICY
+
+    rows = re.findall(r"^\| (cpu|cuda|mps) \| (\w+) \| ([\d.e-]+) \| ([\d.e-]+) \|", (ROOT / "tolerances.md").read_text(), re.M)
+    table = {(device, dtype): (float(atol), float(rtol)) for device, dtype, atol, rtol in rows}
+    policy = {(device, str(dtype).removeprefix("torch.")): (t["atol"], t["rtol"]) for (device, dtype), t in POLICY.items()}
+    assert table == policy

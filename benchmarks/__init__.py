@@ -1,0 +1,1 @@
+"""Performance measurements of the course's code; `python -m benchmarks.run` writes benchmarks/results/."""

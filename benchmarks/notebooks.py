@@ -1,0 +1,41 @@
+"""Execution time of every notebook (solutions and chapters), the whole test suite and the book build."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def time_notebook(path: Path) -> float:
+    nb = nbformat.read(str(path), as_version=4)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    return time.perf_counter() - start
+
+
+def measure(with_suite: bool) -> dict:
+    rows = {}
+    for folder in ("solutions", "chapters"):
+        for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb")):
+            rows[f"{folder}/{path.name}"] = time_notebook(path)
+            print(f"{rows[f'{folder}/{path.name}']:6.1f} s  {folder}/{path.name}", flush=True)
+    result = {"notebook_seconds": rows, "budget_seconds": 60}
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        jb = Path(sys.executable).with_name("jupyter-book")
+        subprocess.run([str(jb), "build", str(ROOT), "--path-output", out, "-W", "-n", "--keep-going"],
+                       check=True, capture_output=True)
+        result["book_build_seconds"] = time.perf_counter() - start
+    if with_suite:
+        start = time.perf_counter()
+        subprocess.run([str(Path(sys.executable).with_name("pytest"))], cwd=ROOT, check=False)
+        result["test_suite_seconds"] = time.perf_counter() - start
+    return result

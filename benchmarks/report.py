@@ -1,0 +1,129 @@
+"""Turn benchmarks/results/*.json into the book's appendix page performance.md and its figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from utils.plotting import OKABE_ITO, label_axes, use_course_style  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+FIGURES = ROOT / "benchmarks" / "figures"
+PAGE = ROOT / "performance.md"
+
+
+def _load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _attention_section(data: dict) -> list[str]:
+    rows = data["rows"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, key, title in ((axes[0], "ratio_course_sdpa_to_torch", "course attention / torch SDPA"),
+                           (axes[1], "ratio_course_mha_fused_to_torch", "course MHA (fused) / nn.MultiheadAttention")):
+        for (batch, pass_), colour in zip([(1, "forward"), (1, "forward+backward"), (4, "forward"),
+                                           (4, "forward+backward")], OKABE_ITO.values()):
+            pts = [(r["n"], r[key]) for r in rows if r["batch"] == batch and r["pass"] == pass_]
+            if pts:
+                ax.semilogx(*zip(*pts), "o-", color=colour, label=f"B={batch}, {pass_}", base=2)
+        ax.axhline(1.0, color="grey", lw=1, ls=":")
+        label_axes(ax, "sequence length N", "time ratio (median, interleaved)", title)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    fig.savefig(FIGURES / "attention_ratios.png")
+    plt.close(fig)
+    lines = [
+        "## Attention and multi-head attention against PyTorch",
+        "",
+        f"float32, h = {data['heads']}, d_k = {data['d_k']}, one thread; machine float32 matmul rate measured "
+        f"in the same run: **{data['matmul_gflops']:.1f} GFLOP/s**. Ratios are medians of interleaved "
+        "repetitions (1.00 = as fast as PyTorch); GFLOP/s use the fastest repetition. The teaching path of "
+        f"the course's multi-head attention gives the same numbers as the fused path: "
+        f"**{data['teaching_equals_fused']}**.",
+        "",
+        "![Two line charts of time ratios against sequence length. Left: the course's attention divided by "
+        "PyTorch's SDPA. Right: the course's fused multi-head attention divided by nn.MultiheadAttention, "
+        "which stays close to 1.](benchmarks/figures/attention_ratios.png)",
+        "",
+        "| B | N | pass | course/torch SDPA | course MHA fused/torch | teaching/torch | GFLOP/s course SDPA | GFLOP/s torch SDPA |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['batch']} | {r['n']} | {r['pass']} | {r['ratio_course_sdpa_to_torch']:.2f} | "
+                     f"{r['ratio_course_mha_fused_to_torch']:.3f} | {r['ratio_course_mha_teaching_to_torch']:.3f} | "
+                     f"{r['gflops']['course_sdpa']:.1f} | {r['gflops']['torch_sdpa']:.1f} |")
+    return lines + [""]
+
+
+def _memory_section(data: dict) -> list[str]:
+    rows = data["rows"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for (impl, mode), colour in zip([(i, m) for i in ("naive", "tiled", "sdpa") for m in ("forward", "training")],
+                                    OKABE_ITO.values()):
+        pts = [(r["n"], max(r["peak_mib"], 0.01)) for r in rows if r["impl"] == impl and r["mode"] == mode]
+        ax.loglog(*zip(*pts), "o-" if mode == "training" else "s--", color=colour, label=f"{impl}, {mode}", base=2)
+    label_axes(ax, "sequence length N", "peak memory growth (MiB)", "Peak memory of one attention call")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(FIGURES / "attention_memory.png")
+    plt.close(fig)
+    lines = ["## Peak memory: naive, tiled (chapter 8) and SDPA attention", "",
+             f"Method: {data['method']}.", "",
+             "![Log-log chart of peak memory against sequence length: naive attention grows with N squared, "
+             "tiled and SDPA attention grow roughly linearly.](benchmarks/figures/attention_memory.png)", "",
+             "| N | mode | naive (MiB) | tiled (MiB) | SDPA (MiB) | one N×N float32 (MiB) |", "|---|---|---|---|---|---|"]
+    for n in sorted({r["n"] for r in rows}):
+        for mode in ("forward", "training"):
+            get = {r["impl"]: r for r in rows if r["n"] == n and r["mode"] == mode}
+            lines.append(f"| {n} | {mode} | {get['naive']['peak_mib']:.1f} | {get['tiled']['peak_mib']:.1f} | "
+                         f"{get['sdpa']['peak_mib']:.1f} | {get['naive']['one_nxn_mib']:.1f} |")
+    return lines + [""]
+
+
+def _tiled_section(data: dict) -> list[str]:
+    lines = ["## Forward time of the tiled attention (chapter 8)", "",
+             "B = 1, h = 8, d_k = 64, float32, one thread; medians of interleaved repetitions.", "",
+             "| N | tiled / SDPA | tiled / naive |", "|---|---|---|"]
+    lines += [f"| {r['n']} | {r['ratio_tiled_to_sdpa']:.2f} | {r['ratio_tiled_to_naive']:.2f} |" for r in data["rows"]]
+    return lines + [""]
+
+
+def _notebook_section(data: dict) -> list[str]:
+    lines = ["## Notebook execution times", "",
+             f"Each notebook run on a fresh kernel with nbclient, one after the other (budget {data['budget_seconds']} s "
+             f"each on 2 cores). Book build: **{data['book_build_seconds']:.1f} s**."]
+    if "test_suite_seconds" in data:
+        lines.append(f" Whole test suite: **{data['test_suite_seconds'] / 60:.1f} min**.")
+    lines += ["", "| notebook | seconds |", "|---|---|"]
+    lines += [f"| {name} | {seconds:.1f} |" for name, seconds in sorted(data["notebook_seconds"].items())]
+    return lines + [""]
+
+
+def write() -> None:
+    use_course_style()
+    parts = ["# Performance", "",
+             "Measured by `python -m benchmarks.run` on the machine named in each results file "
+             "(`benchmarks/results/*.json`). Absolute times depend on the machine; the ratios, measured side "
+             "by side in one run, are what to compare.", ""]
+    for name, section in (("attention", _attention_section), ("tiled", _tiled_section),
+                          ("memory", _memory_section), ("notebooks", _notebook_section)):
+        data = _load(name)
+        if data is None:
+            parts += [f"## {name.capitalize()}", "", "Not measured yet: run `python -m benchmarks.run`.", ""]
+        else:
+            parts += [f"*Measured {data['when']} with PyTorch {data['torch']}, Python {data['python']}.*", ""]
+            parts += section(data)
+    PAGE.write_text("\n".join(parts))
+    print(f"wrote {PAGE}")
+
+
+if __name__ == "__main__":
+    write()
