@@ -16,5 +16,6 @@ def measure(lengths: list[int]) -> dict:
                                      capture_output=True, text=True, timeout=900, check=True)
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(f"N={n:5d} {mode:8s} {impl:5s} {rows[-1]['peak_mib']:9.1f} MiB", flush=True)
-    return {"method": "ru_maxrss growth during one call, fresh process per row, B=1, h=1, d_k=64, float32",
+    return {"method": "growth of peak resident memory (VmHWM reset just before) during one call, a fresh "
+                      "process per row, B=1, h=1, d_k=64, float32",
             "rows": rows}

@@ -2,15 +2,17 @@
 
     python -m benchmarks.memory_probe IMPL N MODE      IMPL: naive | tiled | sdpa   MODE: forward | training
 
-Peak resident memory (ru_maxrss) after the attention call, minus the peak before it (Python, torch,
-the inputs); one head, d_k = 64, float32.
+Peak resident memory during the attention call minus the resident memory just before it (Python,
+torch and the inputs are not counted): Linux's VmHWM, reset through /proc/self/clear_refs just before
+the call. (ru_maxrss would not do: its high-water mark survives fork and exec, so a child of a big
+process inherits its parent's peak.) One head, d_k = 64, float32.
 """
 
 from __future__ import annotations
 
 import json
-import resource
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,13 @@ import torch.nn.functional as F
 def naive(q, k, v):
     weights = torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5, dim=-1)  # (B, h, N, N)
     return weights @ v
+
+
+def _kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
 
 
 def main(impl: str, n: int, mode: str) -> None:
@@ -33,13 +42,14 @@ def main(impl: str, n: int, mode: str) -> None:
     out = fn(*small)
     if training:
         out.sum().backward()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
+    before = _kib("VmRSS")
     if training:
         fn(q, k, v).sum().backward()
     else:
         with torch.no_grad():
             fn(q, k, v)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = _kib("VmHWM")
     print(json.dumps({"impl": impl, "n": n, "mode": mode, "peak_mib": (after - before) / 1024,
                       "one_nxn_mib": n * n * 4 / 2**20}))
 

@@ -82,3 +82,10 @@ def test_tolerance_page_matches_the_policy_used_by_the_tests():
     table = {(device, dtype): (float(atol), float(rtol)) for device, dtype, atol, rtol in rows}
     policy = {(device, str(dtype).removeprefix("torch.")): (t["atol"], t["rtol"]) for (device, dtype), t in POLICY.items()}
     assert table == policy
+
+
+def test_performance_page_is_generated_from_the_recorded_results():
+    from benchmarks import report
+
+    assert (ROOT / "performance.md").read_text() == report.render(), "run python -m benchmarks.report"
+    assert "| yes |" in report.render() and "| no |" not in report.render(), "a performance target is missed"
