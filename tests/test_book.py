@@ -56,6 +56,8 @@ def test_every_chapter_page_renders_math_and_its_static_widget_offline(built_boo
         page.wait_for_selector(".widget-html-content, .widget-label", state="attached", timeout=30_000)
         assert page.locator(".jupyter-widgets").count() >= 2
         assert page.locator("img").count() >= 1, "the static figure at the widget's defaults"
+        if "```mermaid" in path.read_text():  # the diagram is drawn, offline
+            page.wait_for_selector(".mermaid svg", state="attached", timeout=30_000)
         page.wait_for_timeout(300)
         assert external_requests(requests) == [], f"requests left 127.0.0.1: {external_requests(requests)}"
 

@@ -83,6 +83,7 @@ def test_chapter_03_runs_in_jupyterlab_and_widget_responds(jupyterlab):
         # jupyterlab-myst renders the MyST admonitions (a plain Markdown renderer would show the fences).
         assert page.locator(".myst-admonition").count() >= 2
         assert "```{admonition}" not in page.locator(".jp-Notebook").inner_text()
+        assert page.locator(".jp-MarkdownCell svg[aria-roledescription^='flowchart']").count() >= 1  # Mermaid
         # The widget: move the d_k slider one step right; the readout must change from 64 to 128.
         readout = page.locator(".widget-html-content", has_text="d_k = ").first
         readout.wait_for()
@@ -115,6 +116,8 @@ def _run_all(page, base: str, path) -> None:
     )
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     assert errors.filter(has_text="Traceback").count() == 0, "a cell raised in JupyterLab"
+    if "```mermaid" in path.read_text():  # a diagram is drawn as an SVG, not shown as its source
+        assert page.locator(".jp-MarkdownCell svg[aria-roledescription^='flowchart']").count() >= 1
 
 
 def _readouts(page) -> list[str]:
