@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
@@ -15,3 +17,32 @@ def show_figure(output: widgets.Output, fig: plt.Figure) -> None:
     output.outputs = ()
     output.append_display_data(fig)
     plt.close(fig)
+
+
+def live_panel(
+    inputs: Sequence[widgets.ValueWidget],
+    describe: Callable[..., str],
+    draw: Callable[..., plt.Figure],
+    rows: Sequence[widgets.Widget] | None = None,
+    watched: Sequence[widgets.ValueWidget] | None = None,
+    buttons: Sequence[widgets.Button] = (),
+) -> widgets.VBox:
+    """The course's widget shape: controls, an HTML readout and a figure, redrawn on every change.
+
+    ``describe(*values)`` and ``draw(*values)`` are pure functions of the ``inputs``' values. The
+    panel redraws when a ``watched`` control changes (default: all inputs) or a button is clicked,
+    and lays out ``rows`` (default: the inputs side by side) above the readout and the figure.
+    """
+    readout, plot = widgets.HTML(), widgets.Output()
+
+    def redraw(_change: object = None) -> None:
+        values = [control.value for control in inputs]
+        readout.value = describe(*values)
+        show_figure(plot, draw(*values))
+
+    for control in inputs if watched is None else watched:
+        control.observe(redraw, names="value")
+    for button in buttons:
+        button.on_click(redraw)
+    redraw()
+    return widgets.VBox([*(rows if rows is not None else [widgets.HBox(list(inputs))]), readout, plot])

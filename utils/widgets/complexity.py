@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 
 from utils.efficient_attention import layer_costs
 from utils.plotting import OKABE_ITO, label_axes
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 N_CHOICES = [2**p for p in range(4, 17)]  # 16 .. 65536
 D_CHOICES = [32, 64, 128, 256, 512, 1024, 2048]
@@ -60,17 +60,4 @@ def complexity_widget(n: int = 1024, d: int = 512) -> widgets.VBox:
     """Sliders for N and d, a table of the layer costs, and the FLOPs chart."""
     n_slider = widgets.SelectionSlider(options=N_CHOICES, value=n, description="N")
     d_slider = widgets.SelectionSlider(options=D_CHOICES, value=d, description="d")
-    readout = widgets.HTML(_readout(n, d))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _readout(n_slider.value, d_slider.value)
-        fig = complexity_figure(n_slider.value, d_slider.value)
-        # Set the Output widget's outputs directly (no `with out:` capture): this works the same in
-        # a live kernel, under nbval, and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    n_slider.observe(redraw, names="value")
-    d_slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([n_slider, d_slider]), readout, plot])
+    return live_panel([n_slider, d_slider], _readout, complexity_figure)

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from utils.plotting import SEQUENTIAL_CMAP, label_axes
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 
 def head_summary(maps: torch.Tensor, sequence: int, layer: int, head: int) -> dict[str, float]:
@@ -68,17 +68,8 @@ def heads_widget(maps: torch.Tensor, labels: list[list[str]]) -> widgets.VBox:
     sequence = widgets.Dropdown(options=list(range(num_sequences)), value=0, description="sequence")
     layer = widgets.IntSlider(value=1, min=1, max=num_layers, description="layer")
     head = widgets.IntSlider(value=0, min=0, max=num_heads - 1, description="head")
-    readout = widgets.HTML(_readout(maps, 0, 0, 0))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _readout(maps, sequence.value, layer.value - 1, head.value)
-        fig = heads_figure(maps, labels, sequence.value, layer.value - 1, head.value)
-        # Set the Output widget's outputs directly (no `with out:` capture): works in a live
-        # kernel, under nbval and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    for control in (sequence, layer, head):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([sequence, layer, head]), readout, plot])
+    return live_panel(
+        [sequence, layer, head],
+        lambda s, layer_number, h: _readout(maps, s, layer_number - 1, h),
+        lambda s, layer_number, h: heads_figure(maps, labels, s, layer_number - 1, h),
+    )

@@ -11,7 +11,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
 from utils.plotting import OKABE_ITO, label_axes
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 # (depth, learning rate, warm-up steps, norm_first) -> {"loss": [...], "test_accuracy": [acc]}
 Runs = dict[tuple[int, float, int, bool], dict[str, list[float]]]
@@ -68,17 +68,7 @@ def loss_curves_widget(runs: Runs, depth: int = 6, lr: float = 2e-2, warmup: int
     depth_w = widgets.ToggleButtons(options=depths, value=depth, description="depth")
     lr_w = widgets.ToggleButtons(options=[(f"{v:g}", v) for v in lrs], value=lr, description="lr")
     warm_w = widgets.ToggleButtons(options=warmups, value=warmup, description="warm-up")
-    readout = widgets.HTML(_readout(runs, depth, lr, warmup))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _readout(runs, depth_w.value, lr_w.value, warm_w.value)
-        fig = loss_curves_figure(runs, depth_w.value, lr_w.value, warm_w.value)
-        # Set the Output widget's outputs directly (no `with out:` capture): works live, under
-        # nbval, and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    for control in (depth_w, lr_w, warm_w):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([depth_w, lr_w, warm_w, readout, plot])
+    controls = [depth_w, lr_w, warm_w]
+    return live_panel(
+        controls, lambda *v: _readout(runs, *v), lambda *v: loss_curves_figure(runs, *v), rows=controls
+    )

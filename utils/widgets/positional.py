@@ -10,7 +10,7 @@ import torch
 
 from utils.plotting import OKABE_ITO, SEQUENTIAL_CMAP, label_axes
 from utils.positional import sinusoidal_encoding, sinusoidal_frequencies
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 
 def positional_summary(d_model: int, length: int) -> dict[str, object]:
@@ -61,17 +61,4 @@ def positional_widget(d_model: int = 64, length: int = 128) -> widgets.VBox:
     """Sliders for d_model and the number of positions, a text readout and the two plots."""
     d_slider = widgets.IntSlider(value=d_model, min=4, max=256, step=4, description="d_model")
     length_slider = widgets.IntSlider(value=length, min=8, max=512, step=8, description="positions")
-    readout = widgets.HTML(_readout(d_model, length))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _readout(d_slider.value, length_slider.value)
-        fig = positional_figure(d_slider.value, length_slider.value)
-        # Set the Output widget's outputs directly (no `with out:` capture): works in a live
-        # kernel, under nbval and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    d_slider.observe(redraw, names="value")
-    length_slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([d_slider, length_slider]), readout, plot])
+    return live_panel([d_slider, length_slider], _readout, positional_figure)

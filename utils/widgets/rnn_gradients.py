@@ -8,7 +8,7 @@ import torch
 
 from utils.plotting import OKABE_ITO, label_axes
 from utils.rnn import gradient_norms
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 
 def gradient_curve(length: int, rho: float) -> dict[str, torch.Tensor | float]:
@@ -51,17 +51,4 @@ def gradient_widget(length: int = 100, rho: float = 1.0) -> widgets.VBox:
     """Sliders for the sequence length and the spectral radius, a text readout, and the curve."""
     length_slider = widgets.IntSlider(value=length, min=10, max=200, step=10, description="T")
     rho_slider = widgets.FloatSlider(value=rho, min=0.5, max=2.5, step=0.05, description="ρ")
-    readout = widgets.HTML(_readout(length, rho))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _readout(length_slider.value, rho_slider.value)
-        fig = gradient_figure(length_slider.value, rho_slider.value)
-        # Set the Output widget's outputs directly rather than capturing a display: this works
-        # the same in a live kernel, in nbval, and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    length_slider.observe(redraw, names="value")
-    rho_slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([length_slider, rho_slider]), readout, plot])
+    return live_panel([length_slider, rho_slider], _readout, gradient_figure)

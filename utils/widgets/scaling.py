@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 
 from utils.plotting import OKABE_ITO, label_axes
 from utils.saturation import softmax_logit_gradients
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 D_K_CHOICES = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -54,15 +54,4 @@ def saturation_widget(d_k: int = 64, scaled: bool = False) -> widgets.VBox:
     """A slider for d_k and a scale toggle, a text readout, and the weights' bar chart."""
     slider = widgets.SelectionSlider(options=D_K_CHOICES, value=d_k, description="d_k")
     toggle = widgets.Checkbox(value=scaled, description="scale by 1/√d_k")
-    readout = widgets.HTML(_readout(d_k, scaled))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _readout(slider.value, toggle.value)
-        fig = saturation_figure(slider.value, panels=(toggle.value,))
-        show_figure(plot, fig)
-
-    slider.observe(redraw, names="value")
-    toggle.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([slider, toggle]), readout, plot])
+    return live_panel([slider, toggle], _readout, lambda d, s: saturation_figure(d, panels=(s,)))

@@ -15,7 +15,7 @@ from matplotlib.patches import Rectangle
 
 from utils.plotting import SEQUENTIAL_CMAP
 from utils.scratch_attention import matmul, softmax_rows, transpose
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 Matrix = list[list[float]]
 
@@ -119,17 +119,6 @@ def scratch_widget(q: Matrix, k: Matrix, v: Matrix, step: int = 0) -> widgets.VB
     steps = scratch_steps(q, k, v)
     slider = widgets.IntSlider(value=step + 1, min=1, max=len(steps), description="step",
                                continuous_update=False)
-    readout = widgets.HTML(_readout(step, steps))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        index = slider.value - 1
-        readout.value = _readout(index, steps)
-        fig = scratch_figure(q, k, v, index)
-        # Replace the Output widget's outputs directly (no `with out:` capture): works in a live
-        # kernel, under nbval, and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([slider, readout, plot])
+    return live_panel(
+        [slider], lambda s: _readout(s - 1, steps), lambda s: scratch_figure(q, k, v, s - 1), rows=[slider]
+    )

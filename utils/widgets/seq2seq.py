@@ -11,7 +11,7 @@ import torch
 
 from utils.plotting import SEQUENTIAL_CMAP, label_axes
 from utils.transformer_blocks import BOS, Seq2Seq, decode_tokens, greedy_decode, source_tensor
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 
 @torch.no_grad()
@@ -61,16 +61,6 @@ def _readout(model: Seq2Seq, text: str) -> str:
 def seq2seq_widget(model: Seq2Seq, text: str = "encoder") -> widgets.VBox:
     """A text box (letters a–z, up to 8 used), a readout, and the cross-attention heat map."""
     box = widgets.Text(value=text, description="input", continuous_update=False)
-    readout = widgets.HTML(_readout(model, text))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _readout(model, box.value)
-        fig = cross_attention_figure(model, box.value)
-        # Set the Output widget's outputs directly (no `with out:` capture): works live, under
-        # nbval, and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    box.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([box, readout, plot])
+    return live_panel(
+        [box], lambda t: _readout(model, t), lambda t: cross_attention_figure(model, t), rows=[box]
+    )

@@ -8,7 +8,7 @@ import torch
 
 from utils.plotting import OKABE_ITO, label_axes
 from utils.qkv import CONTENTS, QUERIES, encode_tags, soft_lookup, video_table
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 
 def lookup(query_name: str, temperature: float) -> dict[str, object]:
@@ -60,17 +60,4 @@ def lookup_widget(query_name: str = "cute cats", temperature: float = 0.3) -> wi
     slider = widgets.FloatLogSlider(
         value=temperature, base=10, min=-2, max=1, step=0.05, description="τ", readout_format=".3g"
     )
-    readout = widgets.HTML(_readout(query_name, temperature))
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _readout(menu.value, slider.value)
-        fig = lookup_figure(menu.value, slider.value)
-        # Set the Output widget's outputs directly rather than capturing a display: this works
-        # the same in a live kernel, in nbval, and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    menu.observe(redraw, names="value")
-    slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([menu, slider]), readout, plot])
+    return live_panel([menu, slider], _readout, lookup_figure)

@@ -14,7 +14,7 @@ import torch
 
 from utils.plotting import SEQUENTIAL_CMAP, label_axes
 from utils.visualizer import HEAD_NAMES, MAX_TOKENS, attention_map, tokenize
-from utils.widgets import show_figure
+from utils.widgets import live_panel
 
 DEFAULT_SENTENCE = "The cat sat on the mat because it was tired."
 
@@ -118,19 +118,11 @@ def visualizer_widget(sentence: str = DEFAULT_SENTENCE, head: int = 0, temperatu
     temp = widgets.FloatLogSlider(value=temperature, base=2, min=-5, max=6, step=0.25,
                                   description="temperature", continuous_update=False)
     mask = widgets.Checkbox(value=causal, description="causal mask")
-    readout = widgets.HTML()
-    plot = widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        args = (text.value, head_choice.value, temp.value, mask.value)
-        readout.value = readout_html(*args)
-        fig = attention_figure(*args)
-        # Replace the Output widget's outputs directly (no `with out:` capture): works in a live
-        # kernel, under nbval, and in the saved widget state the book shows.
-        show_figure(plot, fig)
-
-    button.on_click(redraw)
-    for control in (head_choice, temp, mask):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([text, button]), widgets.HBox([head_choice, temp, mask]), readout, plot])
+    return live_panel(
+        [text, head_choice, temp, mask],
+        readout_html,
+        attention_figure,
+        rows=[widgets.HBox([text, button]), widgets.HBox([head_choice, temp, mask])],
+        watched=[head_choice, temp, mask],
+        buttons=[button],
+    )
