@@ -163,7 +163,7 @@ def _verdict(probe: probes.Probe, got: dict, expected: dict) -> checks.Verdict:
         return checks.Verdict(False, f"{name}: your code raised {got.get('detail') or 'an exception'}")
     if status != "value":
         return checks.Verdict(False, f"{name}: no result (the notebook stopped before this check)")
-    kwargs = {k: v for k, v in probe.kwargs.items()}
+    kwargs = dict(probe.kwargs)
     value = got["value"]
     if isinstance(value, plaindata.Unsupported):
         return checks.Verdict(False, f"{name}: returned {value!r}, which is not a plain value")
@@ -177,7 +177,7 @@ def _verdict(probe: probes.Probe, got: dict, expected: dict) -> checks.Verdict:
     return checks.choice(value, expected["value"], probe.options or [], **kwargs)
 
 
-def _hidden_message(verdict: checks.Verdict, probe: probes.Probe) -> str:
+def _hidden_message(verdict: checks.Verdict) -> str:
     """For hidden probes: say what kind of problem, not the hidden inputs or expected values."""
     message = verdict.message
     if "your code raised" in message:  # the exception's type is the learner's own, not a secret
@@ -198,7 +198,7 @@ def _judge(chapter: Chapter, student: str, records: Path, run: sandbox.RunResult
             got = plaindata.load(records, f"probe_{probe.index}")
             verdict = _verdict(probe, got, chapter.reference.get(probe.index, {}))
             if not verdict.ok:
-                failure = _hidden_message(verdict, probe) if probe.hidden else verdict.message
+                failure = _hidden_message(verdict) if probe.hidden else verdict.message
                 if got.get("status") in ("missing", "invalid") and run.status != "finished":
                     failure = f"no result: {run.status} ({run.detail})"
                 break
@@ -219,9 +219,8 @@ class Grader:
         self.limits, self.use_sandbox, self.hidden = limits, use_sandbox, hidden
         self.scratch = Path(tempfile.mkdtemp(prefix="course-grading-"))
         os.chmod(self.scratch, 0o755)
-        self.slots = list(range(jobs + 1))  # slot 0: the reference runs
         self._slot_lock = threading.Lock()
-        self._free_slots = list(range(1, jobs + 1))
+        self._free_slots = list(range(1, jobs + 1))  # slot 0 runs the references
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
