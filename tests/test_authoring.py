@@ -3,7 +3,7 @@
 import pytest
 from course_paths import SOLUTIONS
 
-from utils import authoring, notebooks
+from coursetools import authoring, notebooks
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)

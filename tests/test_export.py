@@ -8,11 +8,11 @@ import nbformat
 import pytest
 from course_paths import ROOT, SOLUTIONS
 
-from utils import export, notebooks
+from coursetools import export, notebooks
 
 
 def test_generated_modules_are_current():
-    assert export.stale_modules() == [], "run python -m utils.export"
+    assert export.stale_modules() == [], "run python -m coursetools.export"
 
 
 def test_generated_modules_name_their_notebook_and_say_do_not_edit():

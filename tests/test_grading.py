@@ -18,10 +18,10 @@ import psutil
 import pytest
 from course_paths import ROOT, SOLUTIONS
 
-from utils import notebooks
-from utils.grading import grade as grading
-from utils.grading import plaindata, probes, sandbox
-from utils.release import BEGIN_SOLUTION, END_SOLUTION
+from coursetools import notebooks
+from coursetools.grading import grade as grading
+from coursetools.grading import plaindata, probes, sandbox
+from coursetools.release import BEGIN_SOLUTION, END_SOLUTION
 
 CHAPTER = "03_scaled_dot_product_attention"
 POINTS = {"3.1": 2, "3.2": 1, "3.3": 1}
@@ -357,7 +357,7 @@ def test_plain_data_refuses_pickles_subclasses_and_oversized_files(tmp_path):
 
 
 def test_handin_check_reports_each_exercise():
-    from utils.handin import summarise
+    from coursetools.handin import summarise
 
     results, problems = summarise(ROOT / "chapters" / f"{CHAPTER}.ipynb")
     assert results == {"3.1": "not attempted yet", "3.2": "not attempted yet", "3.3": "not attempted yet"}
@@ -370,4 +370,4 @@ def test_handin_check_reports_each_exercise():
 def test_readme_documents_the_grading_command():
     text = (ROOT / "README.md").read_text()
     assert re.search(r"python -m utils\.grading submissions/ --out \S+ --jobs", text)
-    assert "python -m utils.handin" in text and "nbgrader" in text
+    assert "python -m coursetools.handin" in text and "nbgrader" in text

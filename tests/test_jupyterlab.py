@@ -14,7 +14,7 @@ import pytest
 from browser import browser_page, free_port, require_chromium
 from course_paths import CHAPTERS, ROOT
 
-from utils import notebooks
+from coursetools import notebooks
 
 pytestmark = pytest.mark.browser
 

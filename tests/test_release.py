@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from course_paths import CHAPTERS, ROOT, SOLUTIONS
 
-from utils import notebooks, release
-from utils.release import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION
+from coursetools import notebooks, release
+from coursetools.release import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION
 
 SOLUTION_NAMES = [p.name for p in SOLUTIONS]
 
@@ -53,7 +53,7 @@ def test_every_solution_has_a_chapter_and_back():
 def test_chapter_is_exactly_what_release_makes(name):
     solution = notebooks.read(ROOT / "solutions" / name)
     chapter = notebooks.read(ROOT / "chapters" / name)
-    assert release.matches(chapter, solution), f"chapters/{name} is stale: run python -m utils.release {name[:2]}"
+    assert release.matches(chapter, solution), f"chapters/{name} is stale: run python -m coursetools.release {name[:2]}"
 
 
 @pytest.mark.parametrize("name", SOLUTION_NAMES)

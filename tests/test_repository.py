@@ -56,7 +56,7 @@ def test_notebook_conventions(path):
             assert not re.search(r"^\s*\([A-Za-z0-9_-]+\)=\s*$", source, re.M), \
                 "no (label)= targets: chapters and solutions would define each label twice"
             assert not re.search(r"\$\$\s*\([A-Za-z0-9_:-]+\)", source), "no equation labels (see DESIGN)"
-    assert "widgets" in nb["metadata"], "widget state is stored (run the notebook through utils.release)"
+    assert "widgets" in nb["metadata"], "widget state is stored (run the notebook through coursetools.release)"
 
 
 def test_book_toc_lists_every_chapter_and_solution():

@@ -1,10 +1,10 @@
 """Make the learner's notebooks in chapters/ from the master notebooks in solutions/.
 
-    python -m utils.release                 # every chapter; execute those whose source changed
-    python -m utils.release 03 05           # only chapters whose name starts with 03 or 05
-    python -m utils.release --execute-solutions 03   # also re-run solutions/03_* (outputs, widgets)
-    python -m utils.release --force 03      # re-execute chapter 03 even if its source is unchanged
-    python -m utils.release --check         # exit 1 if chapters/ is not what this tool makes
+    python -m coursetools.release                 # every chapter; execute those whose source changed
+    python -m coursetools.release 03 05           # only chapters whose name starts with 03 or 05
+    python -m coursetools.release --execute-solutions 03   # also re-run solutions/03_* (outputs, widgets)
+    python -m coursetools.release --force 03      # re-execute chapter 03 even if its source is unchanged
+    python -m coursetools.release --check         # exit 1 if chapters/ is not what this tool makes
 
 The markers are nbgrader's:
 - ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` becomes ``# YOUR CODE HERE`` and a
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from utils import notebooks
+from coursetools import notebooks
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             or not matches(notebooks.read(chapters_dir / p.name), notebooks.read(p))
         ]
         for name in stale:
-            print(f"stale: chapters/{name} (run python -m utils.release)")
+            print(f"stale: chapters/{name} (run python -m coursetools.release)")
         return 1 if stale else 0
     for path in paths:
         if args.execute_solutions:

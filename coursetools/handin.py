@@ -1,10 +1,10 @@
 """Before handing in: run a notebook on a fresh kernel and say which exercises pass their self-checks.
 
-    python -m utils.handin chapters/03_scaled_dot_product_attention.ipynb
+    python -m coursetools.handin chapters/03_scaled_dot_product_attention.ipynb
 
 or, from a cell of the notebook itself (save it first):
 
-    from utils.handin import check_before_handing_in
+    from coursetools.handin import check_before_handing_in
     check_before_handing_in("03_scaled_dot_product_attention.ipynb")
 
 The notebook is run on a copy, so nothing in it changes. Hidden tests are not included: passing
@@ -60,7 +60,7 @@ def report(path: Path) -> bool:
 
 def check_before_handing_in(notebook: str | Path) -> None:
     """From inside a notebook: run the saved file in a separate process and print the summary."""
-    subprocess.run([sys.executable, "-m", "utils.handin", str(notebook)], check=False)
+    subprocess.run([sys.executable, "-m", "coursetools.handin", str(notebook)], check=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Grade a folder of submissions against the hidden tests in solutions/.
 
-    python -m utils.grading submissions/ --out grades/ --jobs 2
+    python -m coursetools.grading submissions/ --out grades/ --jobs 2
 
 ``submissions/<student>/<NN_name>.ipynb`` (any number of students and chapters). Writes
 ``grades/gradebook.csv`` (one row per student x exercise) and ``grades/feedback/<student>.md``.
@@ -10,10 +10,10 @@ How a submission is graded:
    from there; only the learner's answer cells (matched by nbgrader ``grade_id``, else by cell id)
    and cells the learner added come from the submission. Edited, deleted, duplicated or forged test
    cells therefore change nothing.
-2. Each check cell becomes a probe cell (utils.grading.probes): it records the values of the
+2. Each check cell becomes a probe cell (coursetools.grading.probes): it records the values of the
    learner's functions on the grader's inputs, as plain data, and judges nothing.
 3. The notebook runs in its own process, in a scratch folder, with time, CPU, memory, file-size and
-   process limits, inside bubblewrap when available (utils.grading.sandbox).
+   process limits, inside bubblewrap when available (coursetools.grading.sandbox).
 4. The grader compares the recorded values with the reference values (the same probes run on the
    solutions notebook) in its own process, with utils.checks. An exercise earns its points only if
    every one of its probes passes.
@@ -37,8 +37,9 @@ from pathlib import Path
 
 import nbformat
 
-from utils import checks, notebooks, release
-from utils.grading import plaindata, probes, sandbox
+from coursetools import notebooks, release
+from coursetools.grading import plaindata, probes, sandbox
+from utils import checks
 
 FIELDS = ["student", "chapter", "exercise", "points", "max_points", "status", "reason"]
 
@@ -351,7 +352,7 @@ def grade(submissions: Path, out: Path, jobs: int = 1, limits: sandbox.Limits | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m utils.grading", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m coursetools.grading", description=__doc__.splitlines()[0])
     parser.add_argument("submissions", type=Path, help="folder of <student>/<NN_name>.ipynb")
     parser.add_argument("--out", type=Path, default=Path("grades"), help="where gradebook.csv and feedback/ go")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel")

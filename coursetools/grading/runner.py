@@ -1,6 +1,6 @@
-"""Runs one notebook's code cells inside the sandbox. Started by utils.grading.sandbox, never by hand.
+"""Runs one notebook's code cells inside the sandbox. Started by coursetools.grading.sandbox, never by hand.
 
-    python -m utils.grading.runner JOB.json
+    python -m coursetools.grading.runner JOB.json
 
 JOB.json holds the cells to run and the folders for records. Each cell runs in one IPython shell,
 as in a kernel; errors are shown and execution continues, like nbgrader. Before each cell the runner
@@ -27,7 +27,7 @@ def main(job_path: str) -> int:
 
     from IPython.core.interactiveshell import InteractiveShell
 
-    from utils.grading.plaindata import Recorder
+    from coursetools.grading.plaindata import Recorder
 
     got, expected = work / "got", work / "expected"
     got.mkdir(exist_ok=True)

@@ -22,7 +22,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from utils.release import BEGIN_HIDDEN
+from coursetools.release import BEGIN_HIDDEN
 
 KINDS = ("close", "number", "choice")
 # Keyword arguments of each kind that may appear in a probe; all must be literals.

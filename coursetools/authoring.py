@@ -1,9 +1,9 @@
 """Edit a solutions notebook as plain text, and turn the text back into the notebook.
 
-    python -m utils.authoring to-text solutions/03_scaled_dot_product_attention.ipynb > /tmp/03.py
+    python -m coursetools.authoring to-text solutions/03_scaled_dot_product_attention.ipynb > /tmp/03.py
     (edit /tmp/03.py in any editor)
-    python -m utils.authoring from-text /tmp/03.py solutions/03_scaled_dot_product_attention.ipynb
-    python -m utils.release --execute-solutions 03
+    python -m coursetools.authoring from-text /tmp/03.py solutions/03_scaled_dot_product_attention.ipynb
+    python -m coursetools.release --execute-solutions 03
 
 The notebook stays the source; the text form is a convenience for long edits. Each cell starts with
 a header line:
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         target = Path(args[2])
         nb = from_text(Path(args[1]).read_text(encoding="utf-8"), target.name)
         target.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
-        print(f"wrote {target} ({len(nb.cells)} cells); now run python -m utils.release --execute-solutions "
+        print(f"wrote {target} ({len(nb.cells)} cells); now run python -m coursetools.release --execute-solutions "
               f"{target.name[:2]}")
         return 0
     print(__doc__)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from utils.notebooks import REPO_ROOT
+from coursetools.notebooks import REPO_ROOT
 
 NOBODY_BASE_UID = 61000  # slot k runs as uid 61000 + k
 
@@ -142,7 +142,7 @@ def run_cells(
     hidden: list[Path] | None = None,
     sandbox: bool = True,
 ) -> RunResult:
-    """Run ``cells`` with utils.grading.runner in ``workdir``; records land in workdir/got, /expected."""
+    """Run ``cells`` with coursetools.grading.runner in ``workdir``; records land in workdir/got, /expected."""
     workdir.mkdir(parents=True, exist_ok=True)
     as_root = os.geteuid() == 0
     # A uid per slot needs root to switch to and the sandbox to reach Python under /root.
@@ -168,7 +168,7 @@ def run_cells(
     }
     token = f"{os.getpid()}-{slot}-{time.monotonic_ns()}"
     env["COURSE_GRADER_RUN"] = token
-    command = [sys.executable, "-m", "utils.grading.runner", str(job)]
+    command = [sys.executable, "-m", "coursetools.grading.runner", str(job)]
     if uid is not None:
         command = [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}",
                    "--clear-groups", "--"] + command

@@ -1,0 +1,5 @@
+import sys
+
+from coursetools.grading.grade import main
+
+sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from utils.grading.grade import main
-
-sys.exit(main())
