@@ -84,6 +84,17 @@ def test_tolerance_page_matches_the_policy_used_by_the_tests():
     assert table == policy
 
 
+def test_tolerance_page_lists_every_kernel_family_rule():
+    from utils.tolerances import KERNELS
+
+    rows = re.findall(r"^\| (\w+) \| (cpu|cuda|mps) \| (\w+) \| ([\d.e-]+) \| ([\d.e-]+) \|",
+                      (ROOT / "tolerances.md").read_text(), re.M)
+    table = {(kernel, device, dtype): (float(atol), float(rtol)) for kernel, device, dtype, atol, rtol in rows}
+    policy = {(kernel, device, str(dtype).removeprefix("torch.")): (t["atol"], t["rtol"])
+              for kernel, rules in KERNELS.items() for (device, dtype), t in rules.items()}
+    assert table == policy
+
+
 def test_performance_page_is_generated_from_the_recorded_results():
     from benchmarks import report
 

@@ -31,6 +31,8 @@ __all__ = [
     "digest",
     "number_digest",
     "choice_digest",
+    "number_form",
+    "choice_form",
     "exercise",
     "require",
     "RESULTS",
@@ -210,42 +212,78 @@ def choice(got: Any, expected: str, options: Sequence[str], *, name: str = "your
     return PASS
 
 
-def digest(answer: str | float, sig: int = 3) -> str:
+def _canonical_number(value: float, sig: int) -> str:
+    """Integers exactly; other numbers to ``sig`` significant digits."""
+    if math.isfinite(value) and value == int(value) and abs(value) < 2**53:
+        return f"int:{int(value)}"
+    return f"float:{value:.{sig}g}"
+
+
+def digest(answer: str | float, sig: int = 4, *, salt: str | None = None) -> str:
     """A fingerprint of an answer, so a visible self-check can confirm it without printing it.
 
-    Strings are compared case- and space-insensitively; numbers to ``sig`` significant digits.
-    Authors compute it once (``check.digest(4.0)``) and paste it into the check cell.
+    ``salt`` is the exercise's grade id (``"ex03_2"``): the same answer has a different digest in every
+    exercise, so digests cannot be compared across exercises. Strings are compared case- and
+    space-insensitively; integers exactly; other numbers to ``sig`` significant digits. Authors compute it
+    once (``check.digest(4.0, salt="ex03_2")``) and paste it into the check cell.
     """
     import hashlib
 
     if isinstance(answer, str):
         text = answer.strip().lower()
-    else:
+    elif salt is None:  # the unsalted form of earlier versions: 3 significant digits
         text = f"{float(answer):.{sig}g}"
-    return hashlib.sha256(f"transformer-course:{text}".encode()).hexdigest()[:16]
+    else:
+        text = _canonical_number(float(answer), sig)
+    prefix = "transformer-course" if salt is None else f"transformer-course/{salt}"
+    return hashlib.sha256(f"{prefix}:{text}".encode()).hexdigest()[:16]
 
 
-def number_digest(got: Any, expected_digest: str, *, name: str = "your answer", sig: int = 3) -> Verdict:
+def number_digest(
+    got: Any, expected_digest: str, *, name: str = "your answer", sig: int | None = None, salt: str | None = None
+) -> Verdict:
     """Self-check of a derived number against its digest; the message never reveals the answer."""
     value = _as_number(got, name)
     if isinstance(value, Verdict):
         return value
-    if digest(value, sig) != expected_digest:
-        return Verdict(False, f"{name}: {_fmt(value)} is not right (checked to {sig} significant digits); "
-                              "recheck your derivation")
+    sig = sig if sig is not None else (3 if salt is None else 4)
+    if digest(value, sig, salt=salt) != expected_digest:
+        whole = math.isfinite(value) and value == int(value)
+        how = "whole numbers are checked exactly" if salt is not None and whole else f"checked to {sig} significant digits"
+        return Verdict(False, f"{name}: {_fmt(value)} is not right ({how}); recheck your derivation")
     return PASS
 
 
-def choice_digest(got: Any, expected_digest: str, options: Sequence[str], *, name: str = "your choice") -> Verdict:
+def choice_digest(
+    got: Any, expected_digest: str, options: Sequence[str], *, name: str = "your choice", salt: str | None = None
+) -> Verdict:
     """Self-check of a multiple-choice answer against its digest; never reveals the right option."""
+    form = choice_form(got, options, name=name)
+    if not form:
+        return form
+    if digest(got, salt=salt) != expected_digest:
+        return Verdict(False, f"{name}: {got!r} is not right; reread the section and try again")
+    return PASS
+
+
+def number_form(got: Any, *, name: str = "your answer") -> Verdict:
+    """Assignment-release check: only that the answer is one finite number (its value is graded later)."""
+    value = _as_number(got, name)
+    if isinstance(value, Verdict):
+        return value
+    if not math.isfinite(value):
+        return Verdict(False, f"{name}: expected a finite number, got {_fmt(value)}")
+    return Verdict(True, "an answer of the right form (it is graded when you hand in)")
+
+
+def choice_form(got: Any, options: Sequence[str], *, name: str = "your choice") -> Verdict:
+    """Assignment-release check: only that the answer is one of ``options`` (it is graded later)."""
     allowed = ", ".join(repr(o) for o in options)
     if not isinstance(got, str):
         return Verdict(False, f"{name}: expected one of {allowed} as a string, got {_describe(got)}")
     if got.strip().lower() not in [o.lower() for o in options]:
         return Verdict(False, f"{name}: expected one of {allowed}, got {got!r}")
-    if digest(got) != expected_digest:
-        return Verdict(False, f"{name}: {got!r} is not right; reread the section and try again")
-    return PASS
+    return Verdict(True, "an answer of the right form (it is graded when you hand in)")
 
 
 def _learner_frame(exc: BaseException) -> str:
@@ -278,7 +316,9 @@ def _run(check: Callable[[], Any]) -> tuple[str, str]:
         detail = f": {text}" if text else ""
         return "failed", f"your code raised {type(exc).__name__}{detail}{_learner_frame(exc)}"
     if isinstance(outcome, Verdict):
-        return ("passed", "passed") if outcome.ok else ("failed", outcome.message)
+        if outcome.ok:
+            return ("passed", "passed") if outcome.message == PASS.message else ("recorded", outcome.message)
+        return "failed", outcome.message
     return "failed", f"internal: a check returned {_describe(outcome)} instead of a Verdict"
 
 
@@ -291,11 +331,13 @@ def exercise(exercise_id: str, *checks: Callable[[], Verdict]) -> None:
     status, message = "passed", "passed"
     for check in checks:
         status, message = _run(check)
-        if status != "passed":
+        if status not in ("passed", "recorded"):
             break
     RESULTS[exercise_id] = status
     if status == "passed":
         print(f"Exercise {exercise_id}: passed")
+    elif status == "recorded":
+        print(f"Exercise {exercise_id}: {message}")
     elif status == "not attempted":
         print(f"Exercise {exercise_id}: not attempted yet")
     else:
@@ -307,4 +349,4 @@ def require(*checks: Callable[[], Verdict]) -> None:
     for check in checks:
         status, message = _run(check)
         if status != "passed":
-            raise AssertionError(message)
+            raise AssertionError(message if status != "recorded" else "a form check cannot grade an answer")
