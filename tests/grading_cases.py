@@ -83,7 +83,8 @@ class Exercise:
     label: str
     points: float
     manual: bool
-    answer_cell: int  # index in the notebook
+    answer_cell: int  # index in the solutions notebook
+    cell_id: str  # of the answer cell (the same in the learner's notebook)
     check_cell: int | None  # None for exercises graded by hand
     right: str  # the answer cell's source (or the model text)
     blank: str  # the released stub
@@ -112,6 +113,7 @@ class Course:
         self.name = path.stem
         self.solution = notebooks.read(path)
         self.learner = release.release_notebook(self.solution)
+        learner_by_id = {c.get("id"): c for c in self.learner.cells}
         self.exercises: list[Exercise] = []
         checks: dict[str, int] = {}
         for index, cell in enumerate(self.solution.cells):
@@ -129,9 +131,9 @@ class Course:
             names = flow.analyse(strip_markers(cell.source)) if cell.cell_type == "code" else flow.Names()
             imported = {name for name, _ in names.imports}
             self.exercises.append(Exercise(
-                grade_id, release.exercise_label(grade_id), points, manual, index, checks.get(grade_id),
+                grade_id, release.exercise_label(grade_id), points, manual, index, cell.id, checks.get(grade_id),
                 strip_markers(cell.source).strip() if manual else strip_markers(cell.source),
-                self.learner.cells[index].source, frozenset(names.defines - imported)))
+                learner_by_id[cell.id].source, frozenset(names.defines - imported)))
         self._dependencies()
 
     def _dependencies(self) -> None:
@@ -171,11 +173,16 @@ class Course:
                  default: str = "blank") -> nbformat.NotebookNode:
         """The learner's notebook with each answer cell in the given state (or with the given source)."""
         nb = copy.deepcopy(self.learner)
+        cells = {c.get("id"): c for c in nb.cells}
         for e in self.exercises:
             state = (states or {}).get(e.grade_id, default)
-            text = (sources or {}).get(e.grade_id, e.source(state))
-            nb.cells[e.answer_cell].source = text
+            cells[e.cell_id].source = (sources or {}).get(e.grade_id, e.source(state))
         return nb
+
+    def index_in_learner(self, grade_id: str) -> int:
+        """Position of an answer or check cell (by grade id) in the learner's notebook."""
+        return next(i for i, c in enumerate(self.learner.cells)
+                    if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
 
     def expected(self, states: dict[str, str]) -> dict[str, tuple[float, set[str]]]:
         """label -> (points, allowed statuses) for a submission with these answer states."""

@@ -114,7 +114,11 @@ class Chapter:
     def __init__(self, path: Path) -> None:
         self.name = path.stem
         self.solution = notebooks.read(path)
-        self.learner = release.release_notebook(self.solution)
+        learner = release.release_notebook(self.solution)
+        by_id = {c.get("id"): c for c in learner.cells if c.get("id")}
+        # The learner's version of each solution cell, by cell id (the release may drop cells, such as
+        # rubrics for instructors), else released on its own.
+        self.learner_cells = [by_id.get(c.get("id")) or release.release_cell(c) for c in self.solution.cells]
         self.exercises: list[Exercise] = []
         self.answer_ids: set[str] = set()  # code answer cells
         self.checks: dict[int, probes.CheckCell] = {}  # solution cell index -> check
@@ -137,7 +141,7 @@ class Chapter:
                 self.probes.extend(check.probes)
                 self.exercises.append(Exercise(answer, release.exercise_label(answer), float(meta["points"])))
             elif cell.cell_type == "code":
-                self.names[index] = flow.analyse(self.learner.cells[index].source)
+                self.names[index] = flow.analyse(self.learner_cells[index].source)
         self.reference: dict[int, dict] = {}
         self.reference_kept: set[int] | None = None
         self.lock = threading.Lock()
@@ -155,7 +159,7 @@ class Chapter:
         for index, cell in enumerate(self.solution.cells):
             meta = cell.get("metadata", {}).get("nbgrader", {})
             if cell.cell_type == "code" and meta.get("solution") and meta.get("grade_id") not in answers:
-                roots |= flow.analyse(self.learner.cells[index].source if not reference else cell.source).uses
+                roots |= flow.analyse(self.learner_cells[index].source if not reference else cell.source).uses
         for check in self.checks.values():
             roots |= check.got_uses | (check.expected_uses if reference else set())
         if not prune:
@@ -171,7 +175,7 @@ class Chapter:
             grade_id = meta.get("grade_id")
             if cell.cell_type == "code":
                 if meta.get("solution"):
-                    source = cell.source if reference else answers.get(grade_id, self.learner.cells[index].source)
+                    source = cell.source if reference else answers.get(grade_id, self.learner_cells[index].source)
                     jobs.append(sandbox.Job("cell", f"your answer cell {release.exercise_label(grade_id)} "
                                             f"(cell {index + 1})", source=source))
                 elif index in self.checks:
@@ -182,7 +186,7 @@ class Chapter:
                         jobs.append(sandbox.Job("check", label, code=check.compiled(form), form=form,
                                                 probes=indices, seed=1000 + index))
                 elif index in kept:
-                    jobs.append(sandbox.Job("cell", f"cell {index + 1}", source=self.learner.cells[index].source))
+                    jobs.append(sandbox.Job("cell", f"cell {index + 1}", source=self.learner_cells[index].source))
             for source in extras.get(cell.get("id"), []):
                 jobs.append(sandbox.Job("cell", f"a cell you added after cell {index + 1}", source=source))
         if reference:
@@ -335,9 +339,10 @@ def _stopped_reason(run: sandbox.RunResult, retried: bool) -> str:
     return f"no result: {run.status}: {run.detail}{again}"
 
 
-def judge(chapter: Chapter, student: str, records_fd: int | None, run: sandbox.RunResult, retried: bool,
+def judge(chapter: Chapter, student: str, records: int | str, run: sandbox.RunResult, retried: bool,
           check_jobs: dict[str, int], texts: dict[str, str]) -> list[Row]:
-    """Rows for one submission. ``check_jobs``: exercise grade id -> index of its check job in the run."""
+    """Rows for one submission. ``records``: a descriptor of the records folder, or why there is none;
+    ``check_jobs``: exercise grade id -> index of its check job in the run."""
     rows = []
     for exercise in chapter.exercises:
         if exercise.manual:
@@ -345,8 +350,10 @@ def judge(chapter: Chapter, student: str, records_fd: int | None, run: sandbox.R
             continue
         failure, status = "", "failed"
         for probe in (p for p in chapter.probes if p.exercise == exercise.grade_id):
-            got = plaindata.load(records_fd, f"probe_{probe.index}") if records_fd is not None else {
-                "status": "missing"}
+            if isinstance(records, str):
+                failure = f"no result: {records}"
+                break
+            got = plaindata.load(records, f"probe_{probe.index}")
             verdict = _verdict(probe, got, chapter.reference.get(probe.index, {}))
             if verdict.ok:
                 continue
@@ -369,7 +376,7 @@ def judge(chapter: Chapter, student: str, records_fd: int | None, run: sandbox.R
 
 
 def _manual_row(chapter: Chapter, student: str, exercise: Exercise, text: str | None) -> Row:
-    released = next(c for c in chapter.learner.cells
+    released = next(c for c in chapter.learner_cells
                     if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == exercise.grade_id).source
     answer = manual_answer(text or "", released)
     if answer is None:
@@ -395,6 +402,9 @@ class Grader:
                 self.chapters[path.stem] = Chapter(path)
         self.limits, self.mode, self.prune = limits, mode, prune
         self.max_notebook_bytes = max_notebook_bytes
+        self.cpu_seconds = 0.0  # CPU time of every run so far (all processes in the sandboxes)
+        self.runs = 0
+        self._count = threading.Lock()
         self.scratch = Path(tempfile.mkdtemp(prefix="course-grading-"))
         os.chmod(self.scratch, 0o711)  # runs reach their own folder; nobody can list the others
         self.library = sandbox.stage_library(self.scratch)
@@ -420,6 +430,9 @@ class Grader:
             records: dict[str, int | str] = {}
             try:
                 run = sandbox.run_jobs(jobs, workdir, self.library, limits, mode=self.mode, output=output)
+                with self._count:
+                    self.cpu_seconds += run.cpu_seconds
+                    self.runs += 1
                 if run.timed_out and attempt == 0:
                     retried = True
                     continue
@@ -427,7 +440,7 @@ class Grader:
                     try:
                         records[form] = safeio.open_subdir(dir_fd, f"records/{form}")
                     except (safeio.Refused, FileNotFoundError) as exc:
-                        records[form] = f"the records folder is unusable ({clean_text(exc, 80)})"
+                        records[form] = f"the folder of your results was replaced or removed ({clean_text(exc, 100)})"
                 return read(run, retried, records, _tail(output))
             finally:
                 for fd in [dir_fd, *(v for v in records.values() if isinstance(v, int))]:
@@ -478,8 +491,7 @@ class Grader:
                 check_jobs[exercise] = index
 
         def read(run, retried, records, tail):
-            got = records["got"]
-            return judge(chapter, student, got if isinstance(got, int) else None, run, retried, check_jobs, texts)
+            return judge(chapter, student, records["got"], run, retried, check_jobs, texts)
 
         return self._run(jobs, self.limits, ("got",), read)
 
@@ -729,6 +741,8 @@ def grade(submissions: Path, out: Path, jobs: int = 1, limits: sandbox.Limits | 
                 total = sum(r.max_points for r in result)
                 progress(f"[{done}/{len(futures)}] {item.student} {item.path.name}: {score:g}/{total:g} "
                          f"({time.monotonic() - start:.0f} s)")
+        progress(f"graded {len(futures)} notebooks in {time.monotonic() - start:.0f} s after the reference runs; "
+                 f"{grader.runs} runs used {grader.cpu_seconds:.0f} s of CPU time in all")
     finally:
         grader.close()
     write_results(rows, out)
