@@ -977,15 +977,11 @@ def test_exit_reasons_name_the_signal():
 
 
 def _small_class(folder: Path) -> dict[str, dict[str, float]]:
-    """Three submissions of chapter 03: right, all wrong, mixed; student -> label -> points."""
+    """Two submissions of chapter 03, all right and mixed (right, wrong, blank); student -> label -> points."""
     right = {e.grade_id: "right" for e in CH03.exercises}
-    mixed = {e.grade_id: ("right" if i % 2 == 0 else "blank") for i, e in enumerate(CH03.exercises)}
-    for e in CH03.exercises:
-        if mixed[e.grade_id] == "right" and any(mixed.get(d) != "right" for d in e.depends_on):
-            mixed[e.grade_id] = "blank"
-    wrong = {e.grade_id: "wrong" for e in CH03.exercises}
+    mixed = CH03.class_patterns(4, seed=20)[3]
     expected = {}
-    for student, states in (("ana", right), ("ben", wrong), ("cai", mixed)):
+    for student, states in (("ana", right), ("cai", mixed)):
         write(folder, student, CH03.notebook(states), f"{CH03.name}.ipynb")
         expected[student] = {label: pts for label, (pts, _) in CH03.expected(states).items()}
     return expected
@@ -1178,8 +1174,21 @@ def test_manual_exercises_are_listed_for_hand_grading(tmp_path):
     }
     for student, (states, sources) in cases.items():
         write(tmp_path / "subs", student, course.notebook(states, sources), f"{course.name}.ipynb")
+    # A second chapter whose hidden test is not a probe (an authoring error): its rows say so, the
+    # other chapter is graded as usual.
+    broken = notebooks.read(course.path)
+    broken.cells[4].source = broken.cells[4].source.replace(
+        'check.require(lambda: check.number(double(21), 42.0, name="double(21)"))', "assert double(21) == 42")
+    notebooks.write(broken, tmp_path / "solutions" / "98_broken.ipynb")
+    write(tmp_path / "subs", "ana", course.notebook({}), "98_broken.ipynb")
+    log: list[str] = []
     rows = grading.grade(tmp_path / "subs", tmp_path / "out", limits=TEST_LIMITS, solutions_dir=tmp_path / "solutions",
-                         progress=lambda _: None)
+                         progress=log.append)
+    errors = [r for r in rows if r.chapter == "98_broken"]
+    assert [(r.exercise, r.status, r.max_points) for r in errors] == [("99.1", "error", 2.0), ("99.2", "error", 3.0)]
+    assert all("the chapter cannot be graded" in r.reason for r in errors)
+    assert any(line.startswith("ERROR: chapter 98_broken is not graded") for line in log)
+    rows = [r for r in rows if r.chapter != "98_broken"]
     by = {(r.student, r.exercise): (r.points, r.max_points, r.status) for r in rows}
     assert by == {
         ("ana", "99.1"): (2.0, 2.0, "passed"), ("ana", "99.2"): (0.0, 3.0, "needs manual grading"),
@@ -1195,7 +1204,7 @@ def test_manual_exercises_are_listed_for_hand_grading(tmp_path):
     manual = (tmp_path / "out" / "manual" / course.name / "99.2.md").read_text()
     assert "## ana" in manual and "## cai" in manual and "## ben\n\n(no answer written)" in manual
     assert answer in manual
-    book = _read_gradebook(tmp_path / "out" / "gradebook.csv")
+    book = [r for r in _read_gradebook(tmp_path / "out" / "gradebook.csv") if r["chapter"] != "98_broken"]
     model = course.exercise("ex99_2").right
     assert [r["reason"] for r in book if r["exercise"] == "99.2"] == [
         f"answered ({len(model.split())} words); graded by hand", "no answer written (this exercise is graded by hand)",
@@ -1252,6 +1261,11 @@ def test_probe_cells_keep_setup_and_record_instead_of_judging():
     assert check.got_uses == {"f", "g", "torch"}
     with pytest.raises(probes.ProbeError):
         probes.transform("check.require(lambda: check.close(f(x), y, name=compute()))", "ex09_2", 0)
+    for hidden in ("assert f(2) == 4", "if True:\n    check.require(lambda: check.number(f(2), 4.0))",
+                   "check.number(f(2), 4.0)"):
+        with pytest.raises(probes.ProbeError, match="a hidden test must be"):
+            probes.transform(f"check.exercise('9.1', lambda: check.number(f(1), 2.0))\n{release.BEGIN_HIDDEN}\n"
+                             f"{hidden}\n{release.END_HIDDEN}", "ex09_1", 0)
 
 
 def test_readme_documents_grading_and_the_nbgrader_route():

@@ -397,9 +397,13 @@ class Grader:
         paths = sorted(solutions_dir.glob("[0-9][0-9]_*.ipynb"))
         self.chapter_names = {p.stem: p for p in paths}
         self.chapters: dict[str, Chapter] = {}
+        self.broken: dict[str, str] = {}  # chapter -> why it cannot be graded (an error in solutions/)
         for path in paths:
             if names is None or path.stem in names:
-                self.chapters[path.stem] = Chapter(path)
+                try:
+                    self.chapters[path.stem] = Chapter(path)
+                except Exception as exc:  # an authoring error: that chapter cannot be graded, others can
+                    self.broken[path.stem] = f"solutions/{path.name} cannot be graded: {type(exc).__name__}: {exc}"
         self.limits, self.mode, self.prune = limits, mode, prune
         self.max_notebook_bytes = max_notebook_bytes
         self.cpu_seconds = 0.0  # CPU time of every run so far (all processes in the sandboxes)
@@ -677,6 +681,20 @@ def write_results(rows: list[Row], out: Path) -> None:
 # The command
 
 
+def _labels_from_metadata(path: Path) -> list[tuple[str, float]]:
+    """(label, points) of a chapter's exercises from nbgrader metadata alone (for a chapter that cannot be
+    graded), or one row "-" if even that cannot be read."""
+    try:
+        found = []
+        for cell in notebooks.read(path).cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("grade"):
+                found.append((release.exercise_label(meta["grade_id"]), float(meta.get("points", 0))))
+        return sorted(found, key=lambda x: _label_key(x[0])) or [("-", 0.0)]
+    except Exception:
+        return [("-", 0.0)]
+
+
 def resolve_mode(sandbox_mode: str, allow_root: bool, progress=print) -> str:
     """"bwrap" or "none", or raise GradingRefused with what to do."""
     usable, why = sandbox.bubblewrap_status()
@@ -714,14 +732,26 @@ def grade(submissions: Path, out: Path, jobs: int = 1, limits: sandbox.Limits | 
     rows: list[Row] = list(ignored)
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            names = sorted({f.chapter for f in found if f.path is not None})
+            names = sorted({f.chapter for f in found if f.path is not None} - set(grader.broken))
             for name in names:
                 progress(f"reference run: {name}")
-            for future in [pool.submit(grader.prepare, name) for name in names]:
-                future.result()  # a solution failing its own checks stops grading: nothing is judged wrongly
+            for name, future in [(name, pool.submit(grader.prepare, name)) for name in names]:
+                try:
+                    future.result()
+                except Exception as exc:  # the solution fails its own checks: nobody is judged by them
+                    grader.broken[name] = f"{type(exc).__name__}: {exc}"
+            for name, message in sorted(grader.broken.items()):
+                progress(f"ERROR: chapter {name} is not graded: {message}")
             start = time.monotonic()
             futures = {}
             for item in found:
+                if item.chapter in grader.broken:
+                    reason = clean_text(f"grader error: the chapter cannot be graded "
+                                        f"({grader.broken[item.chapter].splitlines()[0]}); tell your instructor")
+                    labels = _labels_from_metadata(chapter_paths[item.chapter])
+                    rows.extend(Row(item.student, item.chapter, label, 0.0, pts, "error", reason)
+                                for label, pts in labels)
+                    continue
                 chapter = grader.chapters[item.chapter]
                 if item.path is None:
                     rows.extend(Row(item.student, chapter.name, e.label, 0.0, e.points, "failed", item.note)

@@ -227,12 +227,18 @@ def transform(source: str, exercise: str, first_index: int) -> CheckCell:
     probes: list[Probe] = []
     for stmt in tree.body:
         call = stmt.value if isinstance(stmt, ast.Expr) else None
+        hidden = hidden_from is not None and stmt.lineno > hidden_from
         if call is None or not _is_check_call(call, ("exercise", "require")):
+            if hidden and (isinstance(stmt, ast.Assert) or any(
+                    _is_check_call(n, ("exercise", "require", *KINDS)) for n in ast.walk(stmt))):
+                # A hidden test in another form would silently not count: refuse it.
+                raise ProbeError(f"{exercise}: a hidden test must be a top-level "
+                                 f"`check.require(lambda: check.close/number/choice(...))`, got "
+                                 f"{ast.unparse(stmt)[:80]!r}")
             statements.append(_Statement(stmt, flow.analyse(ast.unparse(stmt), ipython=False)))
             continue
         entry = _Statement(stmt, flow.Names(), is_check=True)
         lambdas = call.args[1:] if call.func.attr == "exercise" else call.args
-        hidden = hidden_from is not None and stmt.lineno > hidden_from
         for lam in lambdas:
             if not isinstance(lam, ast.Lambda) or not _is_check_call(lam.body, KINDS) or lam.args.args:
                 if not hidden:
