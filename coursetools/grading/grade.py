@@ -336,7 +336,7 @@ def _hidden_message(verdict: checks.Verdict) -> str:
 
 def _stopped_reason(run: sandbox.RunResult, retried: bool) -> str:
     again = " (the same in a second run)" if retried and run.timed_out else ""
-    return f"no result: {run.status}: {run.detail}{again}"
+    return f"no result{again}: {run.status}: {run.detail}"
 
 
 def judge(chapter: Chapter, student: str, records: int | str, run: sandbox.RunResult, retried: bool,

@@ -567,9 +567,9 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
                     return result("cpu limit", f"the notebook used more than {limits.notebook_cpu_seconds:g} s "
                                   f"of CPU time (in {job.label})", index, index)
             if now - cell_start > limits.cell_wall_seconds:
-                return result("wall limit", f"{job.label} was stopped by the wall-clock limit: "
-                              f"{now - cell_start:.0f} s of wall time, {run.tree_cpu() - cpu_cell:.1f} s of CPU "
-                              "time (a program that sleeps or waits, or a very busy machine)", index, index)
+                return result("wall limit", f"{job.label} was stopped by the wall-clock limit after "
+                              f"{now - cell_start:.0f} s of wall time ({run.tree_cpu() - cpu_cell:.1f} s of CPU "
+                              "time: it slept or waited, or the machine was very busy)", index, index)
             if now - start > limits.notebook_wall_seconds:
                 return result("wall limit", f"the notebook was stopped by the wall-clock limit of "
                               f"{limits.notebook_wall_seconds:g} s (in {job.label})", index, index)
