@@ -590,16 +590,25 @@ def test_gradebook_complete_and_no_hidden_tests(adversarial_run):
 
 
 def _hidden_names_and_lines(course: Course) -> tuple[set[str], set[str]]:
-    """Names a chapter's hidden tests assign, and their source lines."""
+    """Names (of three letters or more) a chapter's hidden tests assign in their own statements (not in
+    lambdas or comprehensions), and their source lines."""
     names, lines = set(), set()
+
+    def assigned(body):
+        for stmt in body:
+            targets = (stmt.targets if isinstance(stmt, ast.Assign) else
+                       [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For)) else [])
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name) and len(n.id) >= 3)
+            for field in ("body", "orelse"):
+                assigned(getattr(stmt, field, []) if isinstance(stmt, (ast.For, ast.While, ast.If, ast.With)) else [])
+
     for cell in course.solution.cells:
         if release.BEGIN_HIDDEN not in cell.source:
             continue
         hidden = cell.source.split(release.BEGIN_HIDDEN, 1)[1].split(release.END_HIDDEN, 1)[0]
         lines |= {ln.strip() for ln in hidden.split("\n") if len(ln.strip()) > 12}
-        for node in ast.walk(ast.parse(hidden)):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.add(node.id)
+        assigned(ast.parse(hidden).body)
     return names, lines
 
 
@@ -810,9 +819,18 @@ def test_got_form_holds_no_expected_values():
             assert len(tree.body) == 1 and function.name == probes.FUNCTION
             assert not any(isinstance(n, (ast.Global, ast.Nonlocal))
                            for n in ast.walk(tree))
+            # The names the original cell gives only to expected values are gone from the probe's scope:
+            # the got form's own statements bind only renamed inputs (``_gN``) and ``_`` for discarded values.
             expected_only = _expected_only_names(chapter.solution.cells[index].source)
-            leaked = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & expected_only
-            assert not leaked, f"{path.name} {check.exercise}: {leaked}"
+            top = {n.id for stmt in function.body for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                   and not any(stmt is d for d in function.body if isinstance(d, (ast.FunctionDef, ast.ClassDef)))}
+            assert not top & expected_only, f"{path.name} {check.exercise}: {top & expected_only}"
+            bound = {n.id for stmt in function.body if isinstance(stmt, ast.Assign) for t in stmt.targets
+                     for n in ast.walk(t) if isinstance(n, ast.Name)}
+            assert all(re.fullmatch(r"_g\d+|_", name) for name in bound), f"{path.name} {check.exercise}: {bound}"
+            discards = [i for i, stmt in enumerate(function.body) if isinstance(stmt, ast.Assign)
+                        and "_" in {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}]
+            assert all(isinstance(function.body[i + 1], ast.Delete) for i in discards), check.exercise
 
 
 def _expected_only_names(source: str) -> set[str]:
@@ -918,10 +936,11 @@ def test_hidden_test_source_never_reaches_the_submission():
         names, lines = _hidden_names_and_lines(course)
         jobs = chapter.jobs({}, {}, reference=False, prune=True)
         wire = b"".join(job.frame(i) for i, job in enumerate(jobs)).decode("latin-1")
+        checks_wire = b"".join(job.frame(i) for i, job in enumerate(jobs) if job.kind == "check").decode("latin-1")
         for line in lines:
             assert line not in wire, line
         for name in names:
-            assert not re.search(rf"\b{re.escape(name)}\b", wire), name
+            assert not re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", checks_wire), name
         assert "BEGIN HIDDEN" not in wire and "BEGIN SOLUTION" not in wire
     assert "job.json" not in Path(sandbox.__file__).read_text()
 
@@ -1241,6 +1260,30 @@ def test_every_check_cell_can_be_turned_into_probes(path):
         assert "check.require" not in check.got_source and "check.exercise" not in check.got_source
 
 
+def test_every_chapter_passes_its_own_probes():
+    """Issue 14, item 5: the grader can grade every chapter's exercises as they are now: each solutions
+    notebook, run as the grader runs a submission (only the cells the exercises need, checks sliced),
+    passes every one of its probes against the expected values of the full checks."""
+    needs_bubblewrap()
+    grader = grading.Grader(SOLUTIONS[0].parent, TEST_LIMITS, "bwrap")
+    try:
+        assert grader.broken == {}
+        from concurrent.futures import ThreadPoolExecutor
+
+        def prepare(name):
+            try:
+                grader.prepare(name)
+                return ""
+            except RuntimeError as exc:
+                return str(exc)[:2000]
+
+        with ThreadPoolExecutor(2) as pool:
+            failures = [f for f in pool.map(prepare, sorted(grader.chapters)) if f]
+        assert not failures, "\n\n".join(failures)
+    finally:
+        grader.close()
+
+
 def test_probe_cells_keep_setup_and_record_instead_of_judging():
     source = (
         "x = 1\nref = 2.0 * x\ncheck.exercise('9.1', lambda: check.number(f(x), ref, name='f(1)'))\n"
@@ -1259,6 +1302,25 @@ def test_probe_cells_keep_setup_and_record_instead_of_judging():
     assert [(p.kind, p.hidden, p.kwargs) for p in check.probes] == [("number", False, {"name": "f(1)"}),
                                                                    ("choice", True, {})]
     assert check.got_uses == {"f", "g", "torch"}
+    # A loop over literal values is written out; a statement drawing from a generator the inputs use
+    # stays (b); the expected-only statement does not (ref); a tuple's expected part becomes `_`;
+    # visible helpers are global (public), visible values are not.
+    source = (
+        "def helper(t):\n    return t * LIMIT\nLIMIT = 3\nJ = helper(2)\n"
+        "check.exercise('9.3', lambda: check.number(f(1), J))\n### BEGIN HIDDEN TESTS\n"
+        "gen = torch.Generator().manual_seed(1)\nb = torch.randn(3, generator=gen)\nx = torch.randn(3, generator=gen)\n"
+        "ref = g_ref(x, b)\nx2, want = make(gen)\n"
+        "for tau in (0.5, 2.0):\n    check.require(lambda: check.number(f(x, tau), ref / tau))\n"
+        "check.require(lambda: check.number(f(x2), want))\n### END HIDDEN TESTS"
+    )
+    check = probes.transform(source, "ex09_3", 0)
+    assert check.public_source.split("\n")[-1] == "LIMIT = 3" and "J =" not in check.public_source
+    body = [line.strip() for line in check.got_source.splitlines()[1:]]
+    assert "J" not in check.got_source and "ref" not in check.got_source and len(check.probes) == 4
+    assert body[1:5] == ["_g1 = torch.Generator().manual_seed(1)", "_g0 = torch.randn(3, generator=_g1)",
+                         "_g3 = torch.randn(3, generator=_g1)", "_g4, _ = make(_g1)"] and body[5] == "del _"
+    assert [line for line in body if line.startswith("__probe__")][1:3] == [
+        "__probe__(1, lambda: f(_g3, _g2))", "__probe__(2, lambda: f(_g3, _g2))"]
     with pytest.raises(probes.ProbeError):
         probes.transform("check.require(lambda: check.close(f(x), y, name=compute()))", "ex09_2", 0)
     for hidden in ("assert f(2) == 4", "if True:\n    check.require(lambda: check.number(f(2), 4.0))",

@@ -56,8 +56,136 @@ def _declared_global_assignments(table: symtable.SymbolTable) -> set[str]:
     return found
 
 
+class _Reads(ast.NodeVisitor):
+    """Module-level names read before this code binds them, in execution order (reads inside functions,
+    lambdas, classes and comprehensions count when the code does not bind the name at module level)."""
+
+    def __init__(self) -> None:
+        self.bound: set[str] = set()
+        self.free: set[str] = set()
+        self.deferred: set[str] = set()
+
+    def _read(self, name: str) -> None:
+        if name not in self.bound:
+            self.free.add(name)
+
+    def _bind_target(self, target: ast.AST) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Store):
+                    self.bound.add(node.id)
+                else:
+                    self._read(node.id)
+            elif isinstance(node, (ast.Subscript, ast.Attribute)):
+                for inner in ast.walk(node.value):
+                    if isinstance(inner, ast.Name):
+                        self._read(inner.id)
+                if isinstance(node, ast.Subscript):
+                    for inner in ast.walk(node.slice):
+                        if isinstance(inner, ast.Name):
+                            self._read(inner.id)
+
+    def _nested(self, node: ast.AST) -> None:
+        code = ast.unparse(node)
+        try:
+            table = symtable.symtable(code, "<nested>", "exec")
+        except (SyntaxError, ValueError, RecursionError):
+            return
+        self.deferred |= _nested_globals(table)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._read(node.id)
+        else:
+            self.bound.add(node.id)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self._bind_target(target)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self._bind_target(node.target)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.visit(node.value)
+        if isinstance(node.target, ast.Name):
+            self._read(node.target.id)
+        self._bind_target(node.target)
+
+    def visit_For(self, node: ast.For) -> None:
+        self.visit(node.iter)
+        self._bind_target(node.target)
+        for stmt in [*node.body, *node.orelse]:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For
+
+    def visit_With(self, node: ast.With) -> None:
+        for item in node.items:
+            self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self._bind_target(item.optional_vars)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    visit_AsyncWith = visit_With
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.type is not None:
+            self.visit(node.type)
+        if node.name:
+            self.bound.add(node.name)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self._bind_target(node.target)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        for expr in [*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d)]:
+            self.visit(expr)
+        self.bound.add(node.name)
+        self._nested(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for expr in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+            self.visit(expr)
+        self.bound.add(node.name)
+        self._nested(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for expr in [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]:
+            self.visit(expr)
+        self._nested(ast.Expr(node))
+
+    def _comprehension(self, node: ast.AST) -> None:
+        self.visit(node.generators[0].iter)  # evaluated in the enclosing scope
+        self._nested(ast.Expr(node))
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.bound.add(alias.asname or alias.name.split(".")[0])
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            if alias.name != "*":
+                self.bound.add(alias.asname or alias.name)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        return None
+
+
 def analyse(source: str, ipython: bool = True) -> Names:
-    """The global names ``source`` (a cell or a few statements) defines and uses."""
+    """The global names ``source`` (a cell or a few statements) defines, and those it reads that it did
+    not bind itself first (``for n in ...: use(n)`` reads no earlier ``n``)."""
     code = python_source(source) if ipython else source
     try:
         tree = ast.parse(code)
@@ -65,19 +193,19 @@ def analyse(source: str, ipython: bool = True) -> Names:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return Names(parsed=False)
     defines: set[str] = set()
-    uses: set[str] = set()
     for sym in table.get_symbols():
-        name = sym.get_name()
         if sym.is_assigned() or sym.is_imported() or sym.is_namespace():
-            defines.add(name)
-        if sym.is_referenced():
-            uses.add(name)
-    uses |= _nested_globals(table)
+            defines.add(sym.get_name())
     defines |= _declared_global_assignments(table)
+    reads = _Reads()
+    try:
+        for stmt in tree.body:
+            reads.visit(stmt)
+    except RecursionError:
+        return Names(parsed=False)
+    uses: set[str] = reads.free | (reads.deferred - defines)
     imported: dict[str, set[str]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            uses.add(node.target.id)  # x += 1 reads x
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
             defines.add(STAR)
         if isinstance(node, ast.Import) and node in tree.body:

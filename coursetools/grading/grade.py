@@ -161,7 +161,7 @@ class Chapter:
             if cell.cell_type == "code" and meta.get("solution") and meta.get("grade_id") not in answers:
                 roots |= flow.analyse(self.learner_cells[index].source if not reference else cell.source).uses
         for check in self.checks.values():
-            roots |= check.got_uses | (check.expected_uses if reference else set())
+            roots |= check.got_uses | check.public_uses | (check.expected_uses if reference else set())
         if not prune:
             kept = set(self.names)
         else:
@@ -182,6 +182,8 @@ class Chapter:
                     check = self.checks[index]
                     label = f"the check of exercise {release.exercise_label(check.exercise)} (cell {index + 1})"
                     indices = [p.index for p in check.probes]
+                    if check.public_source:
+                        jobs.append(sandbox.Job("cell", label, source=check.public_source))
                     for form in (("got", "expected") if reference else ("got",)):
                         jobs.append(sandbox.Job("check", label, code=check.compiled(form), form=form,
                                                 probes=indices, seed=1000 + index))

@@ -73,6 +73,8 @@ class CheckCell:
 
     exercise: str
     probes: list[Probe]
+    public_source: str  # the visible part's functions, classes and imports: run as a cell, as in the notebook
+    public_uses: frozenset[str]
     got_source: str  # ``def __grader_check__(__probe__): ...`` (sliced, locals renamed)
     expected_source: str  # the same for the reference run: whole setup, records expected values
     got_uses: frozenset[str]  # globals the got form reads
@@ -102,12 +104,32 @@ def _literal(node: ast.AST, what: str) -> Any:
         raise ProbeError(f"{what} must be a literal, got {ast.unparse(node)!r}") from exc
 
 
+SEEDED = {"Generator", "manual_seed", "default_rng", "RandomState", "Random", "SeedSequence"}
+DRAWS = {"randn", "rand", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal", "normal_",
+         "uniform", "uniform_", "bernoulli", "bernoulli_", "multinomial", "exponential_", "random_", "shuffle",
+         "permutation", "choice", "sample", "random", "dropout", "gauss"}
+
+
+def _call_name(node: ast.Call) -> str:
+    return node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+
+
 @dataclass
 class _Statement:
     node: ast.stmt
     names: flow.Names
     probes: list[tuple[Probe, ast.expr, ast.expr]] = field(default_factory=list)  # (probe, got, expected)
     is_check: bool = False  # a check.exercise/check.require statement
+
+    @property
+    def makes_generator(self) -> bool:
+        return any(isinstance(n, ast.Call) and _call_name(n) in SEEDED for n in ast.walk(self.node))
+
+    @property
+    def draws_global(self) -> bool:
+        """Draws from a global random generator (a random function called without ``generator=``)."""
+        return any(isinstance(n, ast.Call) and _call_name(n) in DRAWS
+                   and not any(k.arg in ("generator", "rng") for k in n.keywords) for n in ast.walk(self.node))
 
 
 def _expression_uses(node: ast.expr) -> frozenset[str]:
@@ -132,6 +154,14 @@ def _slice(statements: list[_Statement]) -> set[int]:
         dropped_defs = set().union(*(n.defines for i, n in defining.items() if i not in new)) - kept_defs
         for i, s in setup.items():
             if not s.names.defines and not (s.names.uses & dropped_defs):
+                new.add(i)
+        # A left-out statement that draws from a generator (or the global one) a kept statement draws
+        # from later would change the inputs: keep it too (it makes an input, not an expected value).
+        generators = set().union(*(s.names.defines for s in setup.values() if s.makes_generator))
+        for i, s in setup.items():
+            later = [setup[j] for j in new if j > i]
+            shared = s.names.uses & generators & set().union(*(t.names.uses for t in later)) if later else set()
+            if i not in new and (shared or (s.draws_global and any(t.draws_global for t in later))):
                 new.add(i)
         if new == kept:
             return kept
@@ -199,7 +229,7 @@ def _function(body: list[ast.stmt], rename: bool) -> tuple[str, frozenset[str]]:
             for node in module.body if isinstance(node, (ast.Import, ast.ImportFrom))
             for alias in node.names
         }  # module names are no secret, and `import a.b` cannot be renamed
-        mapping = {name: f"_g{i}" for i, name in enumerate(sorted(local - imported))}
+        mapping = {name: f"_g{i}" for i, name in enumerate(sorted(local - imported - {DISCARD}))}
         module = _Renamer(mapping).visit(module)
     func = ast.parse(f"def {FUNCTION}({RECORDER}):\n    pass").body[0]
     func.body = module.body
@@ -209,6 +239,69 @@ def _function(body: list[ast.stmt], rename: bool) -> tuple[str, frozenset[str]]:
     except SyntaxError as exc:
         raise ProbeError(f"the check cell cannot run inside a function: {exc.msg}") from exc
     return source, uses
+
+
+def _public(body: list[ast.stmt], hidden_from: int | None) -> list[ast.stmt]:
+    """The visible part's functions, classes and imports, and the visible assignments they read: global,
+    as in the learner's notebook (a later check may call them). Other visible values (an expected
+    tensor, say) stay inside the probe's scope."""
+    visible = [s for s in body if hidden_from is None or s.lineno <= hidden_from]
+    chosen = {id(s) for s in visible if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                        ast.Import, ast.ImportFrom))}
+    while True:
+        uses = set().union(*(flow.analyse(ast.unparse(s), ipython=False).uses for s in visible if id(s) in chosen)) \
+            if chosen else set()
+        more = {id(s) for s in visible if isinstance(s, (ast.Assign, ast.AnnAssign)) and id(s) not in chosen
+                and flow.analyse(ast.unparse(s), ipython=False).defines & uses}
+        if not more:
+            return [s for s in visible if id(s) in chosen]
+        chosen |= more
+
+
+def _unrolled(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Top-level ``for name in <literal tuple or list>:`` loops around checks, written out one value at a
+    time (``name = value`` and the body again), so that each check inside is a top-level probe."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.For) and not stmt.orelse and any(
+                _is_check_call(n, ("exercise", "require")) for n in ast.walk(stmt)):
+            try:
+                values = ast.literal_eval(stmt.iter)
+            except ValueError:
+                values = None
+            if isinstance(values, (tuple, list)) and 0 < len(values) <= 50:
+                for value in values:
+                    assign = ast.Assign(targets=[copy.deepcopy(stmt.target)], value=ast.parse(repr(value), mode="eval").body)
+                    for node in ast.walk(assign):
+                        if isinstance(node, ast.Name):
+                            node.ctx = ast.Store() if node is assign.targets[0] or node in ast.walk(assign.targets[0]) \
+                                else node.ctx
+                    ast.copy_location(assign, stmt)
+                    out.append(ast.fix_missing_locations(assign))
+                    out.extend(_unrolled(copy.deepcopy(stmt.body)))
+                continue
+        out.append(stmt)
+    return out
+
+
+DISCARD = "_"
+
+
+def _discard_unneeded(node: ast.stmt, needed: set[str]) -> list[ast.stmt]:
+    """``a, b, expected = make()``: the names nothing in the got form reads become ``_``, deleted at once,
+    so a value made only to be compared with (an expected output returned with the inputs) is dropped
+    before any of the learner's code runs."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List))):
+        return [node]
+    node = copy.deepcopy(node)
+    dropped = False
+    for i, element in enumerate(node.targets[0].elts):
+        if isinstance(element, ast.Name) and element.id not in needed:
+            node.targets[0].elts[i] = ast.copy_location(ast.Name(id=DISCARD, ctx=ast.Store()), element)
+            dropped = True
+    if not dropped:
+        return [node]
+    return [node, ast.copy_location(ast.Delete(targets=[ast.Name(id=DISCARD, ctx=ast.Del())]), node)]
 
 
 def _record(index: int, expression: ast.expr) -> ast.stmt:
@@ -225,9 +318,13 @@ def transform(source: str, exercise: str, first_index: int) -> CheckCell:
         raise ProbeError(f"{exercise}: the check cell is not valid Python ({exc.msg})") from exc
     statements: list[_Statement] = []
     probes: list[Probe] = []
-    for stmt in tree.body:
+    body = _unrolled(tree.body)
+    public = _public(body, hidden_from)
+    for stmt in body:
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         hidden = hidden_from is not None and stmt.lineno > hidden_from
+        if any(stmt is p for p in public):
+            continue
         if call is None or not _is_check_call(call, ("exercise", "require")):
             if hidden and (isinstance(stmt, ast.Assert) or any(
                     _is_check_call(n, ("exercise", "require", *KINDS)) for n in ast.walk(stmt))):
@@ -265,17 +362,23 @@ def transform(source: str, exercise: str, first_index: int) -> CheckCell:
     if not probes:
         raise ProbeError(f"{exercise}: the check cell has no check.exercise/check.require")
     kept = _slice(statements)
+    needed = set().union(*(_expression_uses(got) for st in statements for _, got, _ in st.probes))
+    for i in kept:
+        needed |= statements[i].names.uses
     got_body: list[ast.stmt] = []
     expected_body: list[ast.stmt] = []
     for i, s in enumerate(statements):
         if not s.is_check:
             expected_body.append(s.node)
             if i in kept:
-                got_body.append(s.node)
+                got_body.extend(_discard_unneeded(s.node, needed))
             continue
         for probe, got, expected in s.probes:
             got_body.append(_record(probe.index, got))
             expected_body.append(_record(probe.index, expected))
     got_source, got_uses = _function(got_body, rename=True)
     expected_source, expected_uses = _function(expected_body, rename=False)
-    return CheckCell(exercise, probes, got_source, expected_source, got_uses, expected_uses)
+    public_source = ast.unparse(ast.Module(body=public, type_ignores=[])) if public else ""
+    public_uses = flow.analyse(public_source, ipython=False).uses if public else frozenset()
+    return CheckCell(exercise, probes, public_source, public_uses, got_source, expected_source, got_uses,
+                     expected_uses)
