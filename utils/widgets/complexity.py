@@ -42,17 +42,19 @@ def complexity_figure(n: int, d: int, k: int = 3, r: int = 16) -> plt.Figure:
 
 def _readout(n: int, d: int) -> str:
     summary = complexity_summary(n, d)
+    cell = '<td style="padding: 2px 10px; text-align: right">'
     rows = "".join(
-        f"<tr><td>{name}</td><td>{c['flops']:.3g}</td><td>{c['sequential']}</td><td>{c['path']}</td>"
-        f"<td>{c['largest'] * 4 / 2**20:.3g}</td></tr>"
+        f'<tr><td style="padding: 2px 10px">{name}</td>{cell}{c["flops"]:.3g}</td>{cell}{c["sequential"]}</td>'
+        f"{cell}{c['path']}</td>{cell}{c['largest'] * 4 / 2**20:.3g}</td></tr>"
         for name, c in summary["costs"].items()
     )
-    verdict = "cheaper" if n < 2 * d else ("as cheap" if n == 2 * d else "more expensive")
+    head = "".join(f'<th style="padding: 2px 10px">{h}</th>' for h in (
+        "layer", "FLOPs", "sequential steps", "path length", "largest intermediate (MiB, float32, one head)"))
+    verdict = "cheaper than" if n < 2 * d else ("as cheap as" if n == 2 * d else "more expensive than")
     return (
-        f"<b>N = {n}, d = {d}</b>: self-attention is {verdict} than the LSTM in FLOPs "
+        f"<b>N = {n}, d = {d}</b>: self-attention is {verdict} the LSTM in FLOPs "
         f"(ratio {summary['attention_over_lstm']}; crossover at N = 2d = {2 * d})."
-        "<table><tr><th>layer</th><th>FLOPs</th><th>sequential steps</th><th>path length</th>"
-        "<th>largest intermediate (MiB, float32, one head)</th></tr>" + rows + "</table>"
+        f'<table style="border-collapse: collapse; margin-top: 4px"><tr>{head}</tr>{rows}</table>'
     )
 
 
