@@ -15,12 +15,15 @@ What it does while Jupyter Book builds:
 * **No console errors.** The duplicated Thebe configuration is removed (Thebe is off), the widget
   manager's MathJax 2 call is served by MathJax 3, the theme mode is set, and the book has a favicon.
 * **Consistent boxes.** Admonitions titled "Pitfall: ..." share one colour, "Misconception: ..." another.
+* **The intro's chapter table** is made from README.md's chapter table, for the chapters that exist,
+  with each chapter's own title as the link text.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -76,9 +79,38 @@ def _book_solution_text(text: str) -> str:
     return nbformat.writes(book_solution_notebook(nbformat.reads(text, as_version=4))) + "\n"
 
 
+CHAPTER_TABLE = "<!-- chapter-table"
+README_ROW = re.compile(r"^\| (\d\d) \| `(\d\d_\w+)` \| (.*?) \|", re.M)
+
+
+def chapter_title(path: Path) -> str:
+    """'# Chapter 3 — Scaled dot-product attention' -> 'Scaled dot-product attention'."""
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("# "):
+            title = cell.source.split("\n", 1)[0][2:].strip()
+            return re.sub(r"^Chapter \d+\s*[—:-]\s*", "", title)
+    return path.stem[3:].replace("_", " ")
+
+
+def chapter_table(root: Path = ROOT) -> str:
+    """The intro's table: one row per chapter in README.md's table whose notebook exists."""
+    rows = ["| # | chapter | what you build and measure |", "|---|---|---|"]
+    for number, name, covers in README_ROW.findall((root / "README.md").read_text(encoding="utf-8")):
+        notebook = root / "chapters" / f"{name}.ipynb"
+        if notebook.exists():
+            rows.append(f"| {int(number)} | [{chapter_title(notebook)}](chapters/{name}.ipynb) | {covers} |")
+    return "\n".join(rows)
+
+
 def _source_read(app: Sphinx, docname: str, source: list[str]) -> None:
     if _is_solution(docname) and app.env.doc2path(docname).endswith(".ipynb"):
         source[0] = _book_solution_text(source[0])
+    elif docname == "intro":
+        for notebook in (ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"):  # rebuild when a title changes
+            app.env.note_dependency(str(notebook))
+        lines = source[0].split("\n")
+        source[0] = "\n".join(chapter_table() if line.startswith(CHAPTER_TABLE) else line for line in lines)
 
 
 def _replace_downloadable_sources(app: Sphinx, exception: Exception | None) -> None:

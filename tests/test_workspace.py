@@ -95,3 +95,14 @@ def test_my_work_is_ignored_by_git_and_by_the_tests():
         probe.unlink(missing_ok=True)
         if created_folder:
             workspace.WORKSPACE.rmdir()
+
+
+def test_the_learner_installs_a_subset_of_everything():
+    """requirements-learner.txt pins nothing that requirements.txt pins differently (issue 19.7)."""
+    def pins(name: str) -> set[str]:
+        return {line.strip() for line in (ROOT / name).read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith("#")}
+
+    learner, everything = pins("requirements-learner.txt"), pins("requirements.txt")
+    assert learner <= everything, f"only in the learner's file: {sorted(learner - everything)}"
+    assert {"torch==2.13.0", "-e ."} <= learner and not any("jupyter-book" in p or "pytest" in p for p in learner)
