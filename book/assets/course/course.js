@@ -90,9 +90,12 @@
 
   function fitEquations() {
     document.querySelectorAll('mjx-container[display="true"]').forEach(function (eq) {
-      eq.style.fontSize = "";
+      // MathJax sets the container's font size (e.g. 127.3 %, to match the text's x-height): scale that.
+      if (!eq.hasAttribute("data-mathjax-size")) eq.setAttribute("data-mathjax-size", eq.style.fontSize || "100%");
+      var size = parseFloat(eq.getAttribute("data-mathjax-size"));
+      eq.style.fontSize = size + "%";
       var ratio = eq.clientWidth / eq.scrollWidth;
-      if (ratio < 1 && ratio >= MIN_MATH_SCALE) eq.style.fontSize = Math.floor(ratio * 1000) / 10 + "%";
+      if (ratio < 1 && ratio >= MIN_MATH_SCALE) eq.style.fontSize = Math.floor(size * ratio * 10) / 10 + "%";
     });
   }
 
