@@ -1,8 +1,14 @@
-"""Turn benchmarks/results/*.json into the book's appendix page performance.md and its figures."""
+"""Turn benchmarks/results/*.json into the book's appendix page performance.md and its figures.
+
+    python -m benchmarks.report      # rewrite performance.md and benchmarks/figures/ from benchmarks/results/
+
+`benchmarks.run` calls `write` with its own folders for an unrecorded run (benchmarks/out/).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import matplotlib
@@ -18,9 +24,21 @@ FIGURES = ROOT / "benchmarks" / "figures"
 PAGE = ROOT / "performance.md"
 
 
-def _load(name: str) -> dict | None:
-    path = RESULTS / f"{name}.json"
+def _load(name: str, results: Path | None = None) -> dict | None:
+    path = (results or RESULTS) / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+# Where the figures of the page being rendered go, and how the page links to them.
+_figures: dict = {"folder": FIGURES, "link": "benchmarks/figures", "draw": False}
+
+
+def _save(fig: plt.Figure, name: str) -> None:
+    """Write a figure of the page (only when the page is written: rendering alone changes no file)."""
+    if _figures["draw"]:
+        _figures["folder"].mkdir(parents=True, exist_ok=True)
+        fig.savefig(_figures["folder"] / name)
+    plt.close(fig)
 
 
 def _attention_section(data: dict) -> list[str]:
@@ -37,9 +55,7 @@ def _attention_section(data: dict) -> list[str]:
         label_axes(ax, "sequence length N", "time ratio (median, interleaved)", title)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    fig.savefig(FIGURES / "attention_ratios.png")
-    plt.close(fig)
+    _save(fig, "attention_ratios.png")
     lines = [
         "## Attention and multi-head attention against PyTorch",
         "",
@@ -53,7 +69,7 @@ def _attention_section(data: dict) -> list[str]:
         "",
         "![Two line charts of time ratios against sequence length. Left: the course's attention divided by "
         "PyTorch's SDPA. Right: the course's fused multi-head attention divided by nn.MultiheadAttention, "
-        "which stays close to 1.](benchmarks/figures/attention_ratios.png)",
+        f"which stays close to 1.]({_figures['link']}/attention_ratios.png)",
         "",
         "| B | N | pass | course/torch SDPA | course MHA fused/torch | teaching/torch | GFLOP/s course SDPA | GFLOP/s torch SDPA |",
         "|---|---|---|---|---|---|---|---|",
@@ -75,12 +91,11 @@ def _memory_section(data: dict) -> list[str]:
     label_axes(ax, "sequence length N", "peak memory growth (MiB)", "Peak memory of one attention call")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(FIGURES / "attention_memory.png")
-    plt.close(fig)
+    _save(fig, "attention_memory.png")
     lines = ["## Peak memory: naive, tiled (chapter 8) and SDPA attention", "",
              f"Method: {data['method']}.", "",
              "![Log-log chart of peak memory against sequence length: naive attention grows with N squared, "
-             "tiled and SDPA attention grow roughly linearly.](benchmarks/figures/attention_memory.png)", "",
+             f"tiled and SDPA attention grow roughly linearly.]({_figures['link']}/attention_memory.png)", "",
              "| N | mode | naive (MiB) | tiled (MiB) | SDPA (MiB) | one N×N float32 (MiB) |", "|---|---|---|---|---|---|"]
     for n in sorted({r["n"] for r in rows}):
         for mode in ("forward", "training"):
@@ -109,9 +124,9 @@ def _notebook_section(data: dict) -> list[str]:
     return lines + [""]
 
 
-def _targets() -> list[str]:
-    """The performance targets of the course, checked against the recorded results."""
-    attention, tiled, memory = _load("attention"), _load("tiled"), _load("memory")
+def _target_rows(results: Path | None = None) -> list[tuple[str, str, str, bool]]:
+    """The performance targets of the course: (target, bound, measured, met), from ``results``."""
+    attention, tiled, memory = _load("attention", results), _load("tiled", results), _load("memory", results)
     if not (attention and tiled and memory):
         return []
     mha = max(r["ratio_course_mha_fused_to_torch"] for r in attention["rows"] if r["pass"] == "forward+backward")
@@ -127,27 +142,45 @@ def _targets() -> list[str]:
          peak["tiled"] <= 0.1 * peak["naive"]),
         (f"tiled forward time / SDPA's at N = {n_fwd}", "≤ 1.5", f"{fwd:.2f}", fwd <= 1.5),
     ]
+    return rows
+
+
+def missed_targets(results: Path | None = None) -> list[str]:
+    """The targets the results in ``results`` miss, one line each (empty: all met or not measured)."""
+    return [f"{name}: {value} (bound {bound})" for name, bound, value, ok in _target_rows(results) if not ok]
+
+
+def _targets(results: Path | None = None) -> list[str]:
+    rows = _target_rows(results)
+    if not rows:
+        return []
     lines = ["## Targets", "", "| target | bound | measured | met |", "|---|---|---|---|"]
     lines += [f"| {name} | {bound} | {value} | {'yes' if ok else 'no'} |" for name, bound, value, ok in rows]
     return lines + [""]
 
 
-def write() -> None:
-    PAGE.write_text(render())
-    print(f"wrote {PAGE}")
+def write(results: Path = RESULTS, figures: Path = FIGURES, page: Path = PAGE) -> Path:
+    """Render the results in ``results`` to ``page``, with its figures in ``figures``; return ``page``."""
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(render(results, figures, page, draw=True))
+    print(f"wrote {page}")
+    return page
 
 
-def render() -> str:
-    """The appendix page's text (figures are written to benchmarks/figures/ on the way)."""
+def render(results: Path = RESULTS, figures: Path = FIGURES, page: Path = PAGE, draw: bool = False) -> str:
+    """The appendix page's text; with ``draw``, its figures are written to ``figures`` on the way."""
+    _figures["draw"] = draw
+    _figures["folder"] = figures
+    _figures["link"] = Path(os.path.relpath(figures, page.parent)).as_posix()
     use_course_style()
     parts = ["# Performance", "",
              "Measured by `python -m benchmarks.run` on the machine named in each results file "
              "(`benchmarks/results/*.json`). Absolute times depend on the machine; the ratios, measured side "
              "by side in one run, are what to compare.", ""]
-    parts += _targets()
+    parts += _targets(results)
     for name, section in (("attention", _attention_section), ("tiled", _tiled_section),
                           ("memory", _memory_section), ("notebooks", _notebook_section)):
-        data = _load(name)
+        data = _load(name, results)
         if data is None:
             parts += [f"## {name.capitalize()}", "", "Not measured yet: run `python -m benchmarks.run`.", ""]
         else:
