@@ -16,7 +16,28 @@ SOLUTION_NAMES = [p.name for p in SOLUTIONS]
 
 
 def _graded_cells(nb, flag):
-    return [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get(flag)]
+    """Code cells with the nbgrader flag (manually graded explain cells are markdown: see _manual_cells)."""
+    return [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get(flag)]
+
+
+def _manual_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "markdown" and c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_manually_graded_cells_are_nbgrader_compatible(name):
+    """An explain exercise: a markdown cell that is both answer and grade cell, with a model answer."""
+    solution = notebooks.read(ROOT / "solutions" / name)
+    chapter = notebooks.read(ROOT / "chapters" / name)
+    number = int(name[:2])
+    for cell in _manual_cells(solution):
+        meta = cell.metadata.nbgrader
+        assert meta["solution"] and meta["points"] > 0 and not meta["locked"] and meta["schema_version"] == 3
+        assert re.fullmatch(rf"ex{number:02d}_\d+", meta["grade_id"])
+        assert BEGIN_SOLUTION in cell.source and END_SOLUTION in cell.source
+    released = {c.metadata.nbgrader.grade_id: c.source for c in _manual_cells(chapter)}
+    assert set(released) == {c.metadata.nbgrader.grade_id for c in _manual_cells(solution)}
+    assert all(source.strip() == "YOUR ANSWER HERE" for source in released.values())
 
 
 def _block_lines(source: str, begin: str, end: str) -> list[str]:
