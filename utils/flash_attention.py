@@ -49,7 +49,10 @@ def triton_status() -> str:
     return f"Triton {triton.__version__}, compiled for {torch.cuda.get_device_name()}"
 
 
-_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+# Operations that launch no kernel although they are not marked as views: allocations, and reshapes
+# that PyTorch implements as views under another name.
+_NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_unsafe_view", "alias",
+              "lift_fresh"}
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -82,7 +85,7 @@ class KernelCounter(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
-        if not func.is_view and name not in _ALLOCATIONS:
+        if not func.is_view and name not in _NO_KERNEL:
             read = _tensors((args, {key: value for key, value in kwargs.items() if key != "out"}))
             self.launches += 1
             self.by_op[name] += 1
@@ -229,7 +232,7 @@ def _launch(name: str, kernel, grid, args: tuple, constants: dict, blocks, autot
         if name not in _TUNED:
             configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
                        for m, n, w, s in GPU_CONFIGS[name]]
-            _TUNED[name] = triton.autotune(configs, key=["n_q", "n_k", "D", "DV", "CAUSAL"])(kernel)
+            _TUNED[name] = triton.autotune(configs, key=["D", "DV", "CAUSAL"])(kernel)
         _TUNED[name][lambda meta: grid(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **constants)
         return
     if blocks is not None:
@@ -424,7 +427,7 @@ class FlashAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, scale: float, is_causal: bool, blocks, autotune: bool):
         g, n_q, n_k = q.size(0), q.size(1), k.size(1)
-        if n_q == 0 or n_k == 0:  # nothing to compute, or nothing to attend to: zeros, as SDPA returns
+        if g == 0 or n_q == 0 or n_k == 0:  # nothing to compute, or nothing to attend to: zeros, as SDPA
             out = q.new_zeros(g, n_q, v.size(-1))
             lse = torch.full((g, n_q), float("-inf"), device=q.device)
         else:
@@ -437,7 +440,7 @@ class FlashAttention(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k, v, out, lse = ctx.saved_tensors
         scale, is_causal, blocks, autotune = ctx.config
-        if q.size(1) == 0 or k.size(1) == 0:
+        if q.size(0) == 0 or q.size(1) == 0 or k.size(1) == 0:
             return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), None, None, None, None
         dq, dk, dv = flash_attention_backward(q, k, v, out, lse, grad_out.contiguous(), scale, is_causal,
                                               blocks, autotune)
@@ -514,9 +517,10 @@ def flash_attention(
     if not isinstance(autotune, bool):
         raise TypeError(f"autotune must be a bool, got {type(autotune).__name__}")
     lead = q.shape[:-2]
-    q3 = q.reshape(-1, *q.shape[-2:]).contiguous()  # (G, N_q, d): batch and heads flattened, row-major
-    k3 = k.reshape(-1, *k.shape[-2:]).contiguous()  # (G, N_k, d)
-    v3 = v.reshape(-1, *v.shape[-2:]).contiguous()  # (G, N_k, d_v)
+    g = math.prod(lead)
+    q3 = q.reshape(g, *q.shape[-2:]).contiguous()  # (G, N_q, d): batch and heads flattened, row-major
+    k3 = k.reshape(g, *k.shape[-2:]).contiguous()  # (G, N_k, d)
+    v3 = v.reshape(g, *v.shape[-2:]).contiguous()  # (G, N_k, d_v)
     out = FlashAttention.apply(q3, k3, v3, float(scale), is_causal, blocks, autotune)
     return out.reshape(*lead, *out.shape[-2:])  # (..., N_q, d_v)
 
