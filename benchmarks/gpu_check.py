@@ -280,8 +280,8 @@ def flash_targets(lengths: tuple[int, ...], repeats: int) -> list[dict]:
             both = interleaved({"triton": _training_step(ours, leaves), "sdpa": _training_step(sdpa, leaves)},
                                repeats=repeats, warmup=3, device="cuda")
             peaks = {name: peak_memory(_training_step(fn, leaves)) for name, fn in (("triton", ours), ("sdpa", sdpa))}
-            flops_forward = fa.attention_flops(32, n, n, 64, is_causal=True)
-            flops_both = fa.attention_flops(32, n, n, 64, is_causal=True, backward=True)
+            flops_forward = fa.sdpa_flops(32, n, n, 64, is_causal=True)
+            flops_both = fa.sdpa_flops(32, n, n, 64, is_causal=True, backward=True)
             row.update({
                 "max_abs_error_vs_sdpa": error,
                 "forward_seconds": {k: t.median_s for k, t in forward.items()},

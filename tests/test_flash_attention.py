@@ -194,8 +194,8 @@ def test_counting_launches_and_bytes_on_the_meta_device():
 
 
 def test_flop_convention_is_flashattentions():
-    assert fa.attention_flops(32, 8192, 8192, 64, is_causal=False) == 4 * 32 * 8192**2 * 64
-    assert fa.attention_flops(32, 8192, 8192, 64, is_causal=True, backward=True) == 3.5 * 2 * 32 * 8192**2 * 64
+    assert fa.sdpa_flops(32, 8192, 8192, 64, is_causal=False) == 4 * 32 * 8192**2 * 64
+    assert fa.sdpa_flops(32, 8192, 8192, 64, is_causal=True, backward=True) == 3.5 * 2 * 32 * 8192**2 * 64
 
 
 def test_fused_traffic_follows_the_schedule():

@@ -100,7 +100,7 @@ def count_kernels(fn) -> dict:
     return {"launches": counter.launches, "bytes": counter.bytes, "by_op": dict(counter.by_op)}
 
 
-def attention_flops(groups: int, n_q: int, n_k: int, d: int, is_causal: bool, backward: bool = False) -> float:
+def sdpa_flops(groups: int, n_q: int, n_k: int, d: int, is_causal: bool, backward: bool = False) -> float:
     """The conventional FLOP count of attention (FlashAttention's papers and benchmarks): QKᵀ and PV cost
     2·N_q·N_k·d each, half of it with a causal mask; a backward pass counts 2.5 times the forward."""
     forward = 4 * groups * n_q * n_k * d * (0.5 if is_causal else 1.0)
@@ -204,10 +204,10 @@ def _flash_forward_kernel(Q, K, V, O, LSE, n_q, n_k, qk_scale,
 
 
 INTERPRETER_BLOCKS = {"forward": (32, 32), "dkdv": (32, 32), "dq": (32, 32)}
-GPU_CONFIGS = {  # (BLOCK_M, BLOCK_N, num_warps, num_stages); [0]: default, [1]: default for wide rows
-    "forward": [(128, 64, 4, 3), (64, 64, 4, 2), (128, 128, 8, 3), (128, 64, 8, 4), (64, 64, 4, 4), (128, 32, 4, 4)],
-    "dkdv": [(32, 128, 4, 3), (32, 64, 4, 2), (64, 128, 8, 3), (32, 64, 4, 4), (64, 64, 4, 3)],
-    "dq": [(128, 32, 4, 3), (64, 32, 4, 2), (128, 64, 8, 3), (64, 64, 4, 4), (64, 32, 4, 3)],
+GPU_CONFIGS = {  # (BLOCK_M, BLOCK_N, num_warps, num_stages); defaults: [0], [1] for wide rows, [2] for wider
+    "forward": [(128, 64, 4, 3), (64, 64, 4, 2), (32, 32, 4, 2), (128, 128, 8, 3), (128, 64, 8, 4), (64, 64, 4, 4)],
+    "dkdv": [(32, 128, 4, 3), (32, 64, 4, 2), (32, 32, 4, 2), (64, 128, 8, 3), (64, 64, 4, 3)],
+    "dq": [(128, 32, 4, 3), (64, 32, 4, 2), (32, 32, 4, 2), (128, 64, 8, 3), (64, 64, 4, 4)],
 }
 _TUNED: dict = {}
 _launches: Counter | None = None
@@ -239,9 +239,9 @@ def _launch(name: str, kernel, grid, args: tuple, constants: dict, blocks, autot
         (block_m, block_n), options = blocks, {}
     elif INTERPRETED:
         (block_m, block_n), options = INTERPRETER_BLOCKS[name], {}
-    else:  # rows wider than 256 bytes (float32 with d > 64, or d > 128) get the smaller default tiles
-        wide = constants["BLOCK_D"] * (4 if constants["PRECISION"] == "ieee" else 2) > 256
-        block_m, block_n, warps, stages = GPU_CONFIGS[name][1 if wide else 0]
+    else:  # smaller tiles for wider rows, so that the tiles and their pipeline buffers fit on chip
+        row_bytes = max(constants["BLOCK_D"], constants["BLOCK_DV"]) * (4 if constants["PRECISION"] == "ieee" else 2)
+        block_m, block_n, warps, stages = GPU_CONFIGS[name][0 if row_bytes <= 128 else 1 if row_bytes <= 256 else 2]
         options = {"num_warps": warps, "num_stages": stages}
     kernel[grid(block_m, block_n)](*args, **constants, BLOCK_M=block_m, BLOCK_N=block_n, **options)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
-from utils.flash_attention import attention_flops, fused_attention_traffic
+from utils.flash_attention import fused_attention_traffic, sdpa_flops
 from utils.plotting import OKABE_ITO, label_axes
 from utils.widgets import live_panel
 
@@ -29,7 +29,7 @@ def traffic_summary(n: int, tile: int, dtype: str = "bfloat16", causal: bool = T
                          f"got {n}, {tile}, {dtype!r}")
     blocks = {"forward": (tile, 64), "dkdv": (64, tile), "dq": (tile, 64)}
     moved = sum(fused_attention_traffic(n, n, D, D, BATCH * HEADS, DTYPE_BYTES[dtype], causal, blocks).values())
-    flops = attention_flops(BATCH * HEADS, n, n, D, causal, backward=True)
+    flops = sdpa_flops(BATCH * HEADS, n, n, D, causal, backward=True)
     compute_ms, memory_ms = flops / PEAK_FLOPS[dtype] * 1e3, moved / HBM_BYTES_PER_S * 1e3
     return {"gigabytes": moved / 1e9, "gflops": flops / 1e9, "intensity": flops / moved,
             "balance": PEAK_FLOPS[dtype] / HBM_BYTES_PER_S, "compute_ms": compute_ms, "memory_ms": memory_ms}
