@@ -159,6 +159,62 @@ def _targets(results: Path | None = None) -> list[str]:
     return lines + [""]
 
 
+def _gpu_section(results: Path | None = None) -> list[str]:
+    """The GPU results of `python -m benchmarks.gpu_check` (benchmarks/results/gpu.json), when there are some."""
+    data = _load("gpu", results)
+    lines = ["## On a GPU", ""]
+    if data is None:
+        return lines + [
+            "Not measured in this build: no GPU was available. `python -m benchmarks.gpu_check` on a CUDA machine "
+            "(`bash benchmarks/gpu_check.sh` where the Jupyter stack is missing) writes `benchmarks/results/gpu.json`, "
+            "which this section then shows: chapter 11's Triton kernel against SDPA with its targets (bfloat16, "
+            "causal, B = 4, H = 8, d = 64: forward + backward ≤ 1.5 × SDPA's time, forward ≤ 1.3 ×, peak memory "
+            "≤ 1.2 ×) and TFLOP/s beside the chip's bfloat16 peak; naive, tiled, Triton and SDPA attention with "
+            "CUDA peak memory up to N = 16384; the course's modules against PyTorch's; and every notebook executed "
+            "on CUDA. The H200 figures recorded so far are quoted in chapter 11.", ""]
+    run = data.get("run") or data.get("notebooks_run") or {}
+    lines += [f"*Measured {run.get('date', '?')} on {run.get('device', '?')} with PyTorch {run.get('torch', '?')}.*", ""]
+    flash = data.get("flash") or {}
+    rows = [r for r in flash.get("versus_sdpa", []) if "ratios" in r]
+    if rows:
+        lines += ["### Chapter 11's Triton kernel against SDPA (bfloat16, causal, B = 4, H = 8, d = 64)", "",
+                  f"bfloat16 peak: {flash.get('vendor_bf16_dense_tflops') or '?'} TFLOP/s (vendor, dense); "
+                  f"a large matrix product measured {flash.get('measured_bf16_matmul_tflops', float('nan')):.0f} TFLOP/s.",
+                  "", "| N | forward / SDPA (≤ 1.3) | forward+backward / SDPA (≤ 1.5) | peak memory / SDPA (≤ 1.2) "
+                  "| TFLOP/s fwd+bwd Triton | TFLOP/s fwd+bwd SDPA | all targets met |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            ratios, tflops = r["ratios"], r["forward_backward_tflops"]
+            lines.append(f"| {r['n']} | {ratios['forward_time']:.2f} | {ratios['forward_backward_time']:.2f} | "
+                         f"{ratios['peak_memory']:.2f} | {tflops['triton']:.0f} | {tflops['sdpa']:.0f} | "
+                         f"{'yes' if all(r['targets_met'].values()) else 'no'} |")
+        ok = sum(bool(r.get("ok")) for r in flash.get("correctness", []))
+        lines += ["", f"Compiled kernels equal to SDPA within the tolerance policy: {ok} of "
+                      f"{len(flash.get('correctness', []))} cases.", ""]
+    table = data.get("attention_table", [])
+    if table:
+        lines += ["### Attention, forward + backward, causal, B = 4, H = 8, d = 64", "",
+                  "| N | dtype | method | ms | peak GB | TFLOP/s |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['n']} | {r['dtype'].removeprefix('torch.')} | {r['method']} | " + (
+            f"{r['seconds'] * 1e3:.2f} | {r['peak_bytes'] / 1e9:.2f} | {r['tflops']:.1f} |" if "error" not in r
+            else f"{r['error']} | | |") for r in table]
+        lines.append("")
+    modules = [r for r in data.get("modules", []) if "time_ratio" in r]
+    if modules:
+        lines += ["### The course's modules against PyTorch's, forward + backward, float32", "",
+                  "| case | d_model | N | B | time ratio | peak-memory ratio |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['case']} | {r['d_model']} | {r['n']} | {r['batch']} | {r['time_ratio']:.2f} | "
+                  f"{r['memory_ratio']:.2f} |" for r in modules]
+        lines.append("")
+    notebooks = data.get("notebooks", [])
+    if notebooks:
+        passed = sum(r["ok"] for r in notebooks)
+        lines += [f"### Notebooks on CUDA: {passed} of {len(notebooks)} pass", "", "| notebook | result | seconds |",
+                  "|---|---|---|"]
+        lines += [f"| {r['notebook']} | {'pass' if r['ok'] else 'fail'} | {r['seconds']:.1f} |" for r in notebooks]
+        lines.append("")
+    return lines
+
+
 def write(results: Path = RESULTS, figures: Path = FIGURES, page: Path = PAGE) -> Path:
     """Render the results in ``results`` to ``page``, with its figures in ``figures``; return ``page``."""
     page.parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +242,7 @@ def render(results: Path = RESULTS, figures: Path = FIGURES, page: Path = PAGE, 
         else:
             parts += [f"*Measured {data['when']} with PyTorch {data['torch']}, Python {data['python']}.*", ""]
             parts += section(data)
+    parts += _gpu_section(results)
     return "\n".join(parts)
 
 
