@@ -101,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print(__doc__)
         return 2
+    missing = [p for p in paths if not p.is_file()]
+    for p in missing:
+        print(f"error: {p}: no such notebook (save it first; e.g. my-work/03_scaled_dot_product_attention.ipynb)",
+              file=sys.stderr)
+    if missing:
+        return 2
     ok = all([report(p) for p in paths])
     return 0 if ok else 1
 
