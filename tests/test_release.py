@@ -16,7 +16,23 @@ SOLUTION_NAMES = [p.name for p in SOLUTIONS]
 
 
 def _graded_cells(nb, flag):
-    return [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get(flag)]
+    """Answer cells (flag "solution") or check cells (flag "grade"): code cells only. A manually graded
+    markdown answer (an explain exercise) carries both flags and is checked by test_manual_answers_*."""
+    return [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get(flag)]
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_manual_answers_are_nbgrader_manual_cells_with_a_rubric(name):
+    cells = notebooks.read(ROOT / "solutions" / name).cells
+    for i, cell in enumerate(cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "markdown" and meta.get("grade"):
+            assert meta["solution"] and not meta["locked"] and meta["points"] > 0 and meta["schema_version"] == 3
+            assert re.fullmatch(rf"ex{int(name[:2]):02d}_\d+", meta["grade_id"])
+            assert BEGIN_SOLUTION in cell.source and END_SOLUTION in cell.source, meta["grade_id"]
+            following = cells[i + 1] if i + 1 < len(cells) else None
+            assert following is not None and "rubric" in following.get("metadata", {}).get("tags", []), \
+                f"{meta['grade_id']}: a manually graded answer is followed by its rubric cell (tag 'rubric')"
 
 
 def _block_lines(source: str, begin: str, end: str) -> list[str]:
