@@ -1,8 +1,14 @@
-"""Turn benchmarks/results/*.json into the book's appendix page performance.md and its figures."""
+"""Turn benchmarks/results/*.json into the book's appendix page performance.md and its figures.
+
+    python -m benchmarks.report      # rewrite performance.md and benchmarks/figures/ from benchmarks/results/
+
+`benchmarks.run` calls `write` with its own folders for an unrecorded run (benchmarks/out/).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import matplotlib
@@ -18,9 +24,21 @@ FIGURES = ROOT / "benchmarks" / "figures"
 PAGE = ROOT / "performance.md"
 
 
-def _load(name: str) -> dict | None:
-    path = RESULTS / f"{name}.json"
+def _load(name: str, results: Path | None = None) -> dict | None:
+    path = (results or RESULTS) / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+# Where the figures of the page being rendered go, and how the page links to them.
+_figures: dict = {"folder": FIGURES, "link": "benchmarks/figures", "draw": False}
+
+
+def _save(fig: plt.Figure, name: str) -> None:
+    """Write a figure of the page (only when the page is written: rendering alone changes no file)."""
+    if _figures["draw"]:
+        _figures["folder"].mkdir(parents=True, exist_ok=True)
+        fig.savefig(_figures["folder"] / name)
+    plt.close(fig)
 
 
 def _attention_section(data: dict) -> list[str]:
@@ -37,9 +55,7 @@ def _attention_section(data: dict) -> list[str]:
         label_axes(ax, "sequence length N", "time ratio (median, interleaved)", title)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    fig.savefig(FIGURES / "attention_ratios.png")
-    plt.close(fig)
+    _save(fig, "attention_ratios.png")
     lines = [
         "## Attention and multi-head attention against PyTorch",
         "",
@@ -53,7 +69,7 @@ def _attention_section(data: dict) -> list[str]:
         "",
         "![Two line charts of time ratios against sequence length. Left: the course's attention divided by "
         "PyTorch's SDPA. Right: the course's fused multi-head attention divided by nn.MultiheadAttention, "
-        "which stays close to 1.](benchmarks/figures/attention_ratios.png)",
+        f"which stays close to 1.]({_figures['link']}/attention_ratios.png)",
         "",
         "| B | N | pass | course/torch SDPA | course MHA fused/torch | teaching/torch | GFLOP/s course SDPA | GFLOP/s torch SDPA |",
         "|---|---|---|---|---|---|---|---|",
@@ -75,12 +91,11 @@ def _memory_section(data: dict) -> list[str]:
     label_axes(ax, "sequence length N", "peak memory growth (MiB)", "Peak memory of one attention call")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(FIGURES / "attention_memory.png")
-    plt.close(fig)
+    _save(fig, "attention_memory.png")
     lines = ["## Peak memory: naive, tiled (chapter 8) and SDPA attention", "",
              f"Method: {data['method']}.", "",
              "![Log-log chart of peak memory against sequence length: naive attention grows with N squared, "
-             "tiled and SDPA attention grow roughly linearly.](benchmarks/figures/attention_memory.png)", "",
+             f"tiled and SDPA attention grow roughly linearly.]({_figures['link']}/attention_memory.png)", "",
              "| N | mode | naive (MiB) | tiled (MiB) | SDPA (MiB) | one N×N float32 (MiB) |", "|---|---|---|---|---|---|"]
     for n in sorted({r["n"] for r in rows}):
         for mode in ("forward", "training"):
@@ -109,9 +124,9 @@ def _notebook_section(data: dict) -> list[str]:
     return lines + [""]
 
 
-def _targets() -> list[str]:
-    """The performance targets of the course, checked against the recorded results."""
-    attention, tiled, memory = _load("attention"), _load("tiled"), _load("memory")
+def _target_rows(results: Path | None = None) -> list[tuple[str, str, str, bool]]:
+    """The performance targets of the course: (target, bound, measured, met), from ``results``."""
+    attention, tiled, memory = _load("attention", results), _load("tiled", results), _load("memory", results)
     if not (attention and tiled and memory):
         return []
     mha = max(r["ratio_course_mha_fused_to_torch"] for r in attention["rows"] if r["pass"] == "forward+backward")
@@ -127,32 +142,107 @@ def _targets() -> list[str]:
          peak["tiled"] <= 0.1 * peak["naive"]),
         (f"tiled forward time / SDPA's at N = {n_fwd}", "≤ 1.5", f"{fwd:.2f}", fwd <= 1.5),
     ]
+    return rows
+
+
+def missed_targets(results: Path | None = None) -> list[str]:
+    """The targets the results in ``results`` miss, one line each (empty: all met or not measured)."""
+    return [f"{name}: {value} (bound {bound})" for name, bound, value, ok in _target_rows(results) if not ok]
+
+
+def _targets(results: Path | None = None) -> list[str]:
+    rows = _target_rows(results)
+    if not rows:
+        return []
     lines = ["## Targets", "", "| target | bound | measured | met |", "|---|---|---|---|"]
     lines += [f"| {name} | {bound} | {value} | {'yes' if ok else 'no'} |" for name, bound, value, ok in rows]
     return lines + [""]
 
 
-def write() -> None:
-    PAGE.write_text(render())
-    print(f"wrote {PAGE}")
+def _gpu_section(results: Path | None = None) -> list[str]:
+    """The GPU results of `python -m benchmarks.gpu_check` (benchmarks/results/gpu.json), when there are some."""
+    data = _load("gpu", results)
+    lines = ["## On a GPU", ""]
+    if data is None:
+        return lines + [
+            "Not measured in this build: no GPU was available. `python -m benchmarks.gpu_check` on a CUDA machine "
+            "(`bash benchmarks/gpu_check.sh` where the Jupyter stack is missing) writes `benchmarks/results/gpu.json`, "
+            "which this section then shows: chapter 11's Triton kernel against SDPA with its targets (bfloat16, "
+            "causal, B = 4, H = 8, d = 64: forward + backward ≤ 1.5 × SDPA's time, forward ≤ 1.3 ×, peak memory "
+            "≤ 1.2 ×) and TFLOP/s beside the chip's bfloat16 peak; naive, tiled, Triton and SDPA attention with "
+            "CUDA peak memory up to N = 16384; the course's modules against PyTorch's; and every notebook executed "
+            "on CUDA. The H200 figures recorded so far are quoted in chapter 11.", ""]
+    run = data.get("run") or data.get("notebooks_run") or {}
+    lines += [f"*Measured {run.get('date', '?')} on {run.get('device', '?')} with PyTorch {run.get('torch', '?')}.*", ""]
+    flash = data.get("flash") or {}
+    rows = [r for r in flash.get("versus_sdpa", []) if "ratios" in r]
+    if rows:
+        lines += ["### Chapter 11's Triton kernel against SDPA (bfloat16, causal, B = 4, H = 8, d = 64)", "",
+                  f"bfloat16 peak: {flash.get('vendor_bf16_dense_tflops') or '?'} TFLOP/s (vendor, dense); "
+                  f"a large matrix product measured {flash.get('measured_bf16_matmul_tflops', float('nan')):.0f} TFLOP/s.",
+                  "", "| N | forward / SDPA (≤ 1.3) | forward+backward / SDPA (≤ 1.5) | peak memory / SDPA (≤ 1.2) "
+                  "| TFLOP/s fwd+bwd Triton | TFLOP/s fwd+bwd SDPA | all targets met |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            ratios, tflops = r["ratios"], r["forward_backward_tflops"]
+            lines.append(f"| {r['n']} | {ratios['forward_time']:.2f} | {ratios['forward_backward_time']:.2f} | "
+                         f"{ratios['peak_memory']:.2f} | {tflops['triton']:.0f} | {tflops['sdpa']:.0f} | "
+                         f"{'yes' if all(r['targets_met'].values()) else 'no'} |")
+        ok = sum(bool(r.get("ok")) for r in flash.get("correctness", []))
+        lines += ["", f"Compiled kernels equal to SDPA within the tolerance policy: {ok} of "
+                      f"{len(flash.get('correctness', []))} cases.", ""]
+    table = data.get("attention_table", [])
+    if table:
+        lines += ["### Attention, forward + backward, causal, B = 4, H = 8, d = 64", "",
+                  "| N | dtype | method | ms | peak GB | TFLOP/s |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['n']} | {r['dtype'].removeprefix('torch.')} | {r['method']} | " + (
+            f"{r['seconds'] * 1e3:.2f} | {r['peak_bytes'] / 1e9:.2f} | {r['tflops']:.1f} |" if "error" not in r
+            else f"{r['error']} | | |") for r in table]
+        lines.append("")
+    modules = [r for r in data.get("modules", []) if "time_ratio" in r]
+    if modules:
+        lines += ["### The course's modules against PyTorch's, forward + backward, float32", "",
+                  "| case | d_model | N | B | time ratio | peak-memory ratio |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['case']} | {r['d_model']} | {r['n']} | {r['batch']} | {r['time_ratio']:.2f} | "
+                  f"{r['memory_ratio']:.2f} |" for r in modules]
+        lines.append("")
+    notebooks = data.get("notebooks", [])
+    if notebooks:
+        passed = sum(r["ok"] for r in notebooks)
+        lines += [f"### Notebooks on CUDA: {passed} of {len(notebooks)} pass", "", "| notebook | result | seconds |",
+                  "|---|---|---|"]
+        lines += [f"| {r['notebook']} | {'pass' if r['ok'] else 'fail'} | {r['seconds']:.1f} |" for r in notebooks]
+        lines.append("")
+    return lines
 
 
-def render() -> str:
-    """The appendix page's text (figures are written to benchmarks/figures/ on the way)."""
+def write(results: Path = RESULTS, figures: Path = FIGURES, page: Path = PAGE) -> Path:
+    """Render the results in ``results`` to ``page``, with its figures in ``figures``; return ``page``."""
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(render(results, figures, page, draw=True))
+    print(f"wrote {page}")
+    return page
+
+
+def render(results: Path = RESULTS, figures: Path = FIGURES, page: Path = PAGE, draw: bool = False) -> str:
+    """The appendix page's text; with ``draw``, its figures are written to ``figures`` on the way."""
+    _figures["draw"] = draw
+    _figures["folder"] = figures
+    _figures["link"] = Path(os.path.relpath(figures, page.parent)).as_posix()
     use_course_style()
     parts = ["# Performance", "",
              "Measured by `python -m benchmarks.run` on the machine named in each results file "
              "(`benchmarks/results/*.json`). Absolute times depend on the machine; the ratios, measured side "
              "by side in one run, are what to compare.", ""]
-    parts += _targets()
+    parts += _targets(results)
     for name, section in (("attention", _attention_section), ("tiled", _tiled_section),
                           ("memory", _memory_section), ("notebooks", _notebook_section)):
-        data = _load(name)
+        data = _load(name, results)
         if data is None:
             parts += [f"## {name.capitalize()}", "", "Not measured yet: run `python -m benchmarks.run`.", ""]
         else:
             parts += [f"*Measured {data['when']} with PyTorch {data['torch']}, Python {data['python']}.*", ""]
             parts += section(data)
+    parts += _gpu_section(results)
     return "\n".join(parts)
 
 

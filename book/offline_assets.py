@@ -23,10 +23,13 @@ VENDOR = ROOT / "book" / "static" / "offline"
 # (source under node_modules, destination under offline/)
 ASSETS = [
     ("mathjax/es5", "mathjax"),
-    ("mermaid/dist/mermaid.esm.min.mjs", "mermaid/mermaid.esm.min.mjs"),
-    ("mermaid/dist/chunks/mermaid.esm.min", "mermaid/chunks/mermaid.esm.min"),
+    # The classic (non-module) build: Chromium refuses ES modules from file://, so the book opened
+    # from disk would show the diagrams' source (issue 19). book/course_book.py loads it.
+    ("mermaid/dist/mermaid.min.js", "mermaid/mermaid.min.js"),
     ("@jupyter-widgets/html-manager/dist", "html-manager"),
 ]
+# Copies made by earlier versions of this extension (the ES-module build of Mermaid).
+STALE = ["mermaid/mermaid.esm.min.mjs", "mermaid/chunks"]
 # The widget manager's CSS imports a web font from Google; the system monospace font is fine.
 REMOTE_IMPORT = re.compile(rb"@import\s+url\((?:\\?[\"'])?https?://[^)]*\);?")
 
@@ -37,6 +40,12 @@ def _copy_assets() -> None:
         raise ExtensionError(
             f"book assets missing from node_modules ({', '.join(missing)}): run `npm ci` first"
         )
+    for stale in STALE:
+        path = VENDOR / stale
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
     for src, dst in ASSETS:
         source, target = NODE_MODULES / src, VENDOR / dst
         if target.exists():
@@ -56,7 +65,7 @@ def _copy_assets() -> None:
 def _configure(app: Sphinx, config) -> None:
     _copy_assets()
     config.mathjax_path = "offline/mathjax/tex-chtml.js"
-    config.mermaid_use_local = "offline/mermaid/mermaid.esm.min.mjs"
+    config.mermaid_use_local = "offline/mermaid/mermaid.min.js"  # (its loader is replaced)
     config.mermaid_include_elk = False
     config.mermaid_include_zenuml = False
     # embed.js bundles the built-in widget models and needs no RequireJS. (embed-amd.js would need

@@ -12,13 +12,20 @@ a header line:
     # %% id=1a2b3c4d tags=["nbval-ignore-output"] alt="figure description"
     # %% id=... kind="solution" grade_id="ex03_1"
     # %% id=... kind="tests" grade_id="ex03_1_check" points=2
+    # %% [markdown] id=... kind="manual" grade_id="ex03_7" points=3     (an explain answer, graded by hand)
 
 Markdown is written as it is (no comment prefix). ``kind``, ``grade_id`` and ``points`` become
 nbgrader metadata; ``alt`` becomes the figure's alt text in the book (``mystnb.image.alt``).
+
+``from-text`` into an existing notebook keeps what the text form does not show: the outputs and
+execution counts of every cell whose source is unchanged, other cell metadata, and the notebook's
+metadata (kernel, widget state). An unedited round trip therefore leaves the file byte for byte as it
+was; an edited code cell loses its (now stale) outputs until the notebook is run again.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -27,6 +34,8 @@ from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from coursetools import notebooks
 
 HEADER = re.compile(r"^# %%(.*)$")
 ATTRIBUTE = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\[[^\]]*\]|\S+)')
@@ -46,7 +55,9 @@ def _header(cell: nbformat.NotebookNode) -> str:
     if alt:
         parts.append(f"alt={json.dumps(alt, ensure_ascii=False)}")
     grading = meta.get("nbgrader", {})
-    if grading.get("solution"):
+    if grading.get("solution") and grading.get("grade"):
+        parts.append(f'kind="manual" grade_id="{grading["grade_id"]}" points={grading["points"]:g}')
+    elif grading.get("solution"):
         parts.append(f'kind="solution" grade_id="{grading["grade_id"]}"')
     elif grading.get("grade"):
         parts.append(f'kind="tests" grade_id="{grading["grade_id"]}" points={grading["points"]:g}')
@@ -63,7 +74,10 @@ def _metadata(attrs: dict) -> dict:
         meta["tags"] = attrs["tags"]
     if "alt" in attrs:
         meta["mystnb"] = {"image": {"alt": attrs["alt"]}}
-    if attrs.get("kind") == "solution":
+    if attrs.get("kind") == "manual":
+        meta["nbgrader"] = {"grade": True, "grade_id": attrs["grade_id"], "locked": False,
+                            "points": attrs["points"], "schema_version": 3, "solution": True, "task": False}
+    elif attrs.get("kind") == "solution":
         meta["nbgrader"] = {"grade": False, "grade_id": attrs["grade_id"], "locked": False,
                             "schema_version": 3, "solution": True, "task": False}
     elif attrs.get("kind") == "tests":
@@ -72,8 +86,39 @@ def _metadata(attrs: dict) -> dict:
     return meta
 
 
-def from_text(text: str, name: str) -> nbformat.NotebookNode:
-    """Build a notebook from the text form; cells without an id get a deterministic one."""
+TEXT_METADATA = ("tags", "nbgrader")  # cell metadata the header line states in full
+
+
+def _merge(cell: nbformat.NotebookNode, old: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``cell`` (from the text) with what the text form does not carry taken from ``old``."""
+    if old.cell_type != cell.cell_type:
+        return cell
+    meta = {k: v for k, v in old.get("metadata", {}).items() if k not in TEXT_METADATA}
+    alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
+    image = {k: v for k, v in meta.get("mystnb", {}).get("image", {}).items() if k != "alt"}
+    mystnb = {k: v for k, v in meta.get("mystnb", {}).items() if k != "image"}
+    if alt or image:
+        mystnb["image"] = {**image, **({"alt": alt} if alt else {})}
+    meta.pop("mystnb", None)
+    if mystnb:
+        meta["mystnb"] = mystnb
+    meta.update({k: cell.metadata[k] for k in TEXT_METADATA if k in cell.metadata})
+    merged = copy.deepcopy(old)
+    merged.metadata = meta
+    if merged.source != cell.source:
+        merged.source = cell.source
+        if merged.cell_type == "code":
+            merged.outputs, merged.execution_count = [], None
+    return merged
+
+
+def from_text(text: str, name: str, previous: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:
+    """Build a notebook from the text form; cells without an id get a deterministic one.
+
+    ``previous``: the notebook being edited. Cells are matched to its cells by id, and keep their
+    outputs (when their source is unchanged) and the metadata the text form does not show; the
+    notebook keeps its metadata (kernel, language, widget state).
+    """
     cells, header, body = [], None, []
 
     def flush() -> None:
@@ -99,6 +144,11 @@ def from_text(text: str, name: str) -> nbformat.NotebookNode:
     nb = new_notebook()
     nb.cells = cells
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python", "pygments_lexer": "ipython3"}}
+    if previous is not None:
+        old_cells = {c.get("id"): c for c in previous.cells}
+        nb.cells = [_merge(c, old_cells[c.id]) if c.id in old_cells else c for c in cells]
+        nb.metadata = copy.deepcopy(previous.metadata)
+        nb.nbformat, nb.nbformat_minor = previous.nbformat, previous.nbformat_minor
     nbformat.validate(nb)
     return nb
 
@@ -109,9 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(to_text(nbformat.read(args[1], as_version=4)))
         return 0
     if len(args) == 3 and args[0] == "from-text":
-        target = Path(args[2])
-        nb = from_text(Path(args[1]).read_text(encoding="utf-8"), target.name)
-        target.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+        source, target = Path(args[1]), Path(args[2])
+        if not source.is_file():
+            print(f"error: from-text: {source} is not a file", file=sys.stderr)
+            return 2
+        previous = nbformat.read(str(target), as_version=4) if target.exists() else None
+        nb = from_text(source.read_text(encoding="utf-8"), target.name, previous)
+        if not notebooks.write(nb, target):
+            print(f"{target}: unchanged")
+            return 0
         print(f"wrote {target} ({len(nb.cells)} cells); now run python -m coursetools.release --execute-solutions "
               f"{target.name[:2]}")
         return 0

@@ -8,7 +8,9 @@ or, from a cell of the notebook itself (save it first):
     check_before_handing_in("03_scaled_dot_product_attention.ipynb")
 
 The notebook is run on a copy, so nothing in it changes. Hidden tests are not included: passing
-the self-checks is necessary, not sufficient, for full marks.
+the self-checks is necessary, not sufficient, for full marks. Exercises graded by hand (a Markdown
+answer cell with nbgrader ``grade`` and ``solution``) are listed as "answered" or "not answered":
+nothing checks their content before the instructor reads it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,33 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-LINE = re.compile(r"^Exercise (\d+\.\d+): (passed|not attempted yet|not yet\. .*)$", re.M)
+LINE = re.compile(r"^Exercise (\d+\.\d+): (.+)$", re.M)  # passed / not attempted yet / not yet. ... / a form check
+PLACEHOLDER = "YOUR ANSWER HERE"
+ANSWERED, NOT_ANSWERED = "answered (graded by hand)", "not answered (graded by hand)"
+
+
+def manual_answer(text: str, released: str | None = None) -> str | None:
+    """The learner's answer in a cell graded by hand, or None if it is still blank.
+
+    ``released`` is the cell as handed out (its text without the placeholder does not count as an
+    answer); without it, only the placeholder "YOUR ANSWER HERE" and white space count as blank.
+    """
+    answer = text.replace(PLACEHOLDER, "").strip()
+    if released is not None and answer == released.replace(PLACEHOLDER, "").strip():
+        return None
+    return answer or None
+
+
+def manual_exercises(nb) -> dict[str, str]:
+    """{exercise label: answered / not answered} for the cells graded by hand."""
+    from coursetools.release import exercise_label
+
+    found = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and meta.get("solution") and meta.get("grade_id"):
+            found[exercise_label(meta["grade_id"])] = ANSWERED if manual_answer(cell.source) else NOT_ANSWERED
+    return found
 
 
 def summarise(path: Path, timeout: int = 300) -> tuple[dict[str, str], list[str]]:
@@ -44,18 +72,23 @@ def summarise(path: Path, timeout: int = 300) -> tuple[dict[str, str], list[str]
                 problems.append(f"cell {index + 1} raised {output.get('ename')}: {output.get('evalue', '')[:120]}")
             for match in LINE.finditer(output.get("text", "")):
                 results[match.group(1)] = match.group(2)
+    results.update(manual_exercises(nb))
     return results, problems
 
 
 def report(path: Path) -> bool:
     results, problems = summarise(path)
-    print(f"{path.name}: {sum(r == 'passed' for r in results.values())} of {len(results)} exercises pass "
-          "their self-checks")
+    automatic = {k: v for k, v in results.items() if v not in (ANSWERED, NOT_ANSWERED)}
+    manual = {k: v for k, v in results.items() if v in (ANSWERED, NOT_ANSWERED)}
+    line = f"{path.name}: {sum(r == 'passed' for r in automatic.values())} of {len(automatic)} exercises pass their self-checks"
+    if manual:
+        line += f"; {sum(r == ANSWERED for r in manual.values())} of {len(manual)} to be graded by hand are answered"
+    print(line)
     for exercise, result in sorted(results.items(), key=lambda kv: [int(x) for x in kv[0].split(".")]):
         print(f"  Exercise {exercise}: {result}")
     for problem in problems:
         print(f"  problem: {problem}")
-    return bool(results) and all(r == "passed" for r in results.values()) and not problems
+    return (bool(results) and all(r in ("passed", ANSWERED) for r in results.values()) and not problems)
 
 
 def check_before_handing_in(notebook: str | Path) -> None:
@@ -67,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])]
     if not paths:
         print(__doc__)
+        return 2
+    missing = [p for p in paths if not p.is_file()]
+    for p in missing:
+        print(f"error: {p}: no such notebook (save it first; e.g. my-work/03_scaled_dot_product_attention.ipynb)",
+              file=sys.stderr)
+    if missing:
         return 2
     ok = all([report(p) for p in paths])
     return 0 if ok else 1

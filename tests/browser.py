@@ -1,4 +1,14 @@
-"""Helpers for the browser tests: Debian's Chromium driven by Playwright, a local static server."""
+"""Helpers for the browser tests: Debian's Chromium driven by Playwright, a local static server, and
+the reader's checks (issue 18) that every book page must pass.
+
+`audit_page(page)` returns the problems a reader would meet on the page open in ``page``:
+
+1. maths left as raw ``$`` in the rendered text;
+2. Mermaid node text smaller than ``MIN_DIAGRAM_PX`` on screen;
+3. widget controls in the static book that still accept input (they must look and be inactive);
+4. console errors (collected by `browser_page`, including failed loads such as a missing favicon);
+5. code blocks, outputs or tables wider than their column at a ``VIEWPORT`` 1366 px wide.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +37,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+VIEWPORT = {"width": 1366, "height": 900}  # the laptop width of issue 18
+MIN_DIAGRAM_PX = 11.0
 
 
 def require_chromium() -> None:
@@ -64,32 +76,64 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class Tab:
+    """One Chromium page with what it requested and every console error it raised."""
+
+    def __init__(self, page) -> None:
+        self.page = page
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        page.on("request", lambda request: self.requests.append(request.url))
+        page.on("console", lambda msg: self.errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
+        page.on("requestfailed", lambda request: self.errors.append(f"failed to load {request.url}"))
+        page.on("response", lambda r: self.errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
+
+
 @contextmanager
-def browser_page(name: str) -> Iterator[tuple[object, list[str]]]:
-    """A fresh Chromium page and the list of every URL it requests; screenshot on failure."""
+def chromium() -> Iterator[object]:
+    """A headless Debian Chromium (one per test module: starting it costs about a second)."""
     from playwright.sync_api import sync_playwright
 
-    requests: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.on("request", lambda request: requests.append(request.url))
         try:
-            yield page, requests
-        except BaseException:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-            raise
+            yield browser
         finally:
             browser.close()
 
 
+@contextmanager
+def tab(browser, name: str) -> Iterator[Tab]:
+    """A fresh page at 1366 px; a full-page screenshot goes to test-artifacts/ if the test fails."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    try:
+        yield Tab(page)
+    except BaseException:
+        ARTIFACTS.mkdir(exist_ok=True)
+        try:
+            page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        except Exception:  # noqa: BLE001 -- a failed screenshot must not hide the test's failure
+            pass
+        raise
+    finally:
+        context.close()
+
+
+@contextmanager
+def browser_page(name: str) -> Iterator[tuple[object, list[str]]]:
+    """A fresh Chromium page and the list of every URL it requests; screenshot on failure."""
+    with chromium() as browser, tab(browser, name) as t:
+        yield t.page, t.requests
+
+
 def external_requests(urls: list[str]) -> list[str]:
-    """URLs that leave this machine (anything not on 127.0.0.1 / localhost, data: or blob:)."""
+    """URLs that leave this machine (anything not on 127.0.0.1 / localhost, data:, blob: or file:)."""
     outside = []
     for url in urls:
         parsed = urlparse(url)
-        if parsed.scheme in ("data", "blob", "about"):
+        if parsed.scheme in ("data", "blob", "about", "file"):
             continue
         if parsed.hostname not in ("127.0.0.1", "localhost"):
             outside.append(url)
@@ -99,3 +143,104 @@ def external_requests(urls: list[str]) -> list[str]:
 def copy_tree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+# Resolves once the page is what a reader sees: MathJax has typeset, every Mermaid diagram is an
+# SVG, and every saved widget view has been drawn by the widget manager.
+READY_JS = """
+async () => {
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  if (document.readyState !== 'complete') await new Promise((r) => addEventListener('load', r));
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  for (let i = 0; i < 300; i++) {
+    const diagrams = [...document.querySelectorAll('pre.mermaid')];
+    const drawn = diagrams.every((d) => d.querySelector('svg'));
+    const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
+    const widgets = document.querySelectorAll('.widget-subarea > *').length;
+    if (drawn && widgets >= views) break;
+    await sleep(100);
+  }
+  if (window.MathJax && MathJax.typesetPromise) await MathJax.typesetPromise();
+  await sleep(200);
+  return true;
+}
+"""
+
+AUDIT_JS = """
+(minPx) => {
+  const main = document.querySelector('main') || document.body;
+  const where = (el) => {
+    const section = el.closest('section');
+    const heading = section && section.querySelector('h1, h2, h3');
+    return heading ? heading.textContent.replace(/[#¶]/g, '').trim().slice(0, 60) : '(top)';
+  };
+  // 1. raw maths: a '$' in rendered prose (code, outputs and typeset maths excluded)
+  const rawMath = [];
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  const skip = 'pre, code, script, style, textarea, mjx-container, .cell_output, .output, .jupyter-widgets, .widget-subarea';
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.textContent.includes('$') && !node.parentElement.closest(skip)) {
+      rawMath.push(`${where(node.parentElement)}: ${node.textContent.trim().slice(0, 80)}`);
+    }
+  }
+  // 2. diagram text: the on-screen size of each Mermaid label (font size times the SVG's scale)
+  const smallText = [];
+  for (const svg of main.querySelectorAll('pre.mermaid svg')) {
+    let smallest = Infinity;
+    for (const label of svg.querySelectorAll('.nodeLabel, .edgeLabel, text')) {
+      if (!label.textContent.trim()) continue;
+      const holder = label.closest('foreignObject, text') || label;
+      const ctm = holder.getScreenCTM ? holder.getScreenCTM() : null;
+      const scale = ctm ? Math.hypot(ctm.a, ctm.b) : 1;
+      smallest = Math.min(smallest, parseFloat(getComputedStyle(label).fontSize) * scale);
+    }
+    if (smallest < minPx) smallText.push(`${where(svg)}: ${smallest.toFixed(1)} px`);
+  }
+  // 3. static widgets: every control is disabled (and says so to assistive technology)
+  const activeControls = [];
+  for (const el of main.querySelectorAll('.jupyter-widgets input, .jupyter-widgets select, .jupyter-widgets textarea, .jupyter-widgets button')) {
+    if (!el.disabled) activeControls.push(`${where(el)}: <${el.tagName.toLowerCase()}> ${(el.value || el.textContent || '').slice(0, 30)}`);
+  }
+  for (const el of main.querySelectorAll('.jupyter-widgets .noUi-target')) {
+    if (!el.hasAttribute('disabled')) activeControls.push(`${where(el)}: a slider`);
+  }
+  // 5. width: code, outputs and tables fit their column (no horizontal scrolling)
+  const overflow = [];
+  for (const el of main.querySelectorAll('pre:not(.mermaid), table, .cell_output img, .output img')) {
+    if (el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > main.getBoundingClientRect().right + 1) {
+      overflow.push(`${where(el)}: <${el.tagName.toLowerCase()}> ${el.scrollWidth} > ${el.clientWidth} px: ${el.textContent.trim().slice(0, 50)}`);
+    }
+  }
+  // wide display maths (shrunk by the book's script to 80 %, then scrolling): reported, not a failure
+  const wideMaths = [];
+  for (const el of main.querySelectorAll('mjx-container[display="true"]')) {
+    if (el.scrollWidth > el.clientWidth + 1) wideMaths.push(`${where(el)}: ${el.scrollWidth} > ${el.clientWidth} px`);
+  }
+  // diagrams left as source (the diagram library did not run)
+  const undrawn = [...main.querySelectorAll('pre.mermaid')].filter((d) => !d.querySelector('svg')).map(where);
+  // the colour of each kind of box
+  const boxes = [...main.querySelectorAll('div.admonition')].map((box) => {
+    const title = (box.querySelector('.admonition-title') || box).textContent.trim();
+    return [title.split(':')[0], getComputedStyle(box).borderLeftColor];
+  });
+  return {rawMath, smallText, activeControls, overflow, wideMaths, undrawn, boxes,
+          widgetNotes: main.querySelectorAll('p.course-static-widget-note').length,
+          diagrams: main.querySelectorAll('pre.mermaid svg').length,
+          widgets: main.querySelectorAll('.widget-subarea').length,
+          maths: main.querySelectorAll('mjx-container').length};
+}
+"""
+
+
+def wait_until_rendered(page) -> None:
+    page.evaluate(READY_JS)
+
+
+def audit(t: Tab) -> dict:
+    """Issue 18's reader checks for the page open in ``t``: each key lists what failed (empty = fine)."""
+    found = t.page.evaluate(AUDIT_JS, MIN_DIAGRAM_PX)
+    found["consoleErrors"] = list(t.errors)
+    return found
+
+
+PROBLEM_KEYS = ("rawMath", "smallText", "activeControls", "consoleErrors", "overflow", "undrawn")

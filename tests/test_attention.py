@@ -5,15 +5,15 @@ import torch
 import torch.nn.functional as F
 
 from utils.attention import causal_mask, padding_mask, scaled_dot_product_attention, stable_softmax
-from utils.tolerances import tolerance
+from utils.saturation import (
+    attention_gradients,
+    dot_product_variance,
+    gradient_ratios,
+    softmax_logit_gradients,
+)
+from utils.tolerances import assert_close
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-# Chapter 3 claims 1e-6 in float32 on the CPU; other devices follow the course's tolerance policy.
-CPU_TOL = {torch.float32: 1e-6, torch.float64: 1e-12}
-
-
-def _tol(device: str, dtype: torch.dtype) -> float:
-    return CPU_TOL[dtype] if device == "cpu" else tolerance(device, dtype)["atol"]
 
 
 def _inputs(device, dtype, B=2, H=3, T_q=6, T_k=8, d_k=16, d_v=4, seed=0):
@@ -46,7 +46,7 @@ def test_matches_pytorch_sdpa(device, dtype, shape):
         ours, weights = scaled_dot_product_attention(q, k, v, **ours_kw)
         ref = F.scaled_dot_product_attention(q, k, v, **torch_kw)
         assert ours.device == q.device and ours.dtype == q.dtype, name
-        assert (ours - ref).abs().max().item() < _tol(device, dtype), name
+        assert_close(ours, ref, what=f"ours vs SDPA, {name}", kernel="fused")
         assert weights.shape == (B, H, T_q, T_k)
 
 
@@ -72,7 +72,7 @@ def test_fully_masked_row_gives_zeros_like_pytorch():
     ours, weights = scaled_dot_product_attention(q, k, v, mask=allowed)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
     assert not ours.isnan().any() and (weights[..., 1, :] == 0).all()
-    assert torch.allclose(ours, ref, atol=1e-6)
+    assert_close(ours, ref, what="fully-masked row", kernel="fused")
 
 
 def test_stable_softmax_survives_huge_scores_and_matches_torch():
@@ -88,3 +88,87 @@ def test_masks_have_documented_shapes_and_meaning():
     p = padding_mask(torch.tensor([2, 4]), 4)
     assert p.shape == (2, 1, 4)
     assert p[0, 0].tolist() == [True, True, False, False] and p[1, 0].all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_keys_gives_zeros_like_sdpa(device):
+    q = torch.randn(2, 3, 4, device=device)
+    k, v = torch.randn(2, 0, 4, device=device), torch.randn(2, 0, 5, device=device)
+    ours, weights = scaled_dot_product_attention(q, k, v)
+    ref = F.scaled_dot_product_attention(q, k, v)
+    assert ours.shape == ref.shape == (2, 3, 5) and weights.shape == (2, 3, 0)
+    assert (ours == 0).all() and (ref == 0).all()
+
+
+@pytest.mark.parametrize("t_q, t_k", [(1, 6), (3, 6), (6, 6), (0, 4)])
+def test_bottom_right_causal_mask_matches_causal_lower_right(t_q, t_k):
+    from torch.nn.attention.bias import causal_lower_right
+
+    expected = causal_lower_right(t_q, t_k)._materialize() if t_q else torch.ones(0, t_k, dtype=torch.bool)
+    assert torch.equal(causal_mask(t_q, t_k, align="bottom_right"), expected)
+    if t_q:
+        q, k, v = _inputs("cpu", torch.float64, T_q=t_q, T_k=t_k)
+        ours, _ = scaled_dot_product_attention(q, k, v, mask=causal_mask(t_q, t_k, align="bottom_right"))
+        assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(t_q, t_k)),
+                     what="bottom-right causal")
+
+
+def test_bottom_right_is_what_a_key_value_cache_needs():
+    q, k, v = _inputs("cpu", torch.float64, T_q=7, T_k=7)
+    full, _ = scaled_dot_product_attention(q, k, v, is_causal=True)
+    last, _ = scaled_dot_product_attention(q[..., -2:, :], k, v, mask=causal_mask(2, 7, align="bottom_right"))
+    assert torch.allclose(last, full[..., -2:, :])
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(mask=torch.ones(6, 8, dtype=torch.long)), TypeError, "integer 0/1 mask is ambiguous"),
+        (dict(mask=torch.zeros(6, 8, dtype=torch.float64)), TypeError, r"float mask must have the dtype of q \(torch.float32\)"),
+        (dict(mask=torch.ones(5, 2, 3, 6, 8, dtype=torch.bool)), ValueError, "without adding or growing dimensions"),
+        (dict(mask=torch.ones(6, 7, dtype=torch.bool)), ValueError, r"mask of shape \(6, 7\) must broadcast"),
+        (dict(mask=[[True]]), TypeError, "mask must be a tensor"),
+        (dict(scale=float("nan")), ValueError, "scale must be a finite number"),
+    ],
+)
+def test_ambiguous_masks_and_bad_arguments_are_refused(kwargs, error, message):
+    q, k, v = _inputs("cpu", torch.float32)
+    with pytest.raises(error, match=message):
+        scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(2, 5, 3), torch.randn(2, 5, 2)),
+         ValueError, "must share d_k, got 4 and 3"),
+        (lambda: scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 6, 2)),
+         ValueError, "same number of keys T_k, got 5 and 6"),
+        (lambda: scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(2, 5, 4).double(), torch.randn(2, 5, 2)),
+         TypeError, "share one dtype"),
+        (lambda: scaled_dot_product_attention(torch.ones(3, 4, dtype=torch.long), torch.randn(5, 4), torch.randn(5, 2)),
+         TypeError, "q must be a floating-point tensor"),
+        (lambda: scaled_dot_product_attention(torch.randn(4), torch.randn(5, 4), torch.randn(5, 2)),
+         ValueError, "q must have shape"),
+        (lambda: stable_softmax(torch.randn(3, 4), torch.ones(3, 4)), TypeError, "allowed must be a boolean tensor"),
+        (lambda: causal_mask(-1, 3), ValueError, "t_q must be an int >= 0"),
+        (lambda: causal_mask(2, 3, align="top"), ValueError, "align must be"),
+        (lambda: padding_mask(torch.tensor([2.0]), 4), TypeError, "lengths must be a 1-D integer tensor"),
+        (lambda: padding_mask(torch.tensor([5]), 4), ValueError, r"lengths must lie in \[0, t_k=4\]"),
+        (lambda: attention_gradients(0, True), ValueError, "d_k must be a positive int"),
+        (lambda: dot_product_variance(8, samples=1), ValueError, "at least 2"),
+    ],
+)
+def test_invalid_input_gives_a_clear_error(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_saturation_helpers_shapes_and_the_widget_view():
+    result = attention_gradients(32, True, n_keys=8, trials=10)
+    assert result["weights"].shape == (10, 8)
+    assert all(result[name].shape == (10,) for name in ("scores", "query", "keys"))
+    weights, grads = softmax_logit_gradients(32, True, n_keys=8, trials=10)
+    assert torch.equal(weights, result["weights"]) and torch.equal(grads, result["scores"])
+    ratios = gradient_ratios(seed=0, dims=[8])
+    assert set(ratios) == {"scores", "query", "keys"} and set(ratios["query"]) == {8}

@@ -1,7 +1,9 @@
 """utils.efficient_attention (generated from chapter 08): the tiled, online-softmax attention against
-torch.nn.functional.scaled_dot_product_attention, its memory, and the FLOP formulas."""
+torch.nn.functional.scaled_dot_product_attention, its memory, the FLOP formulas, their input checks,
+and the chapter's widget and figures."""
 
 import math
+import sys
 
 import pytest
 import torch
@@ -10,16 +12,22 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from utils.efficient_attention import (
+    TILED_CASES,
     attention_flops,
+    attention_mixing_flops,
+    conv_flops,
+    crossover_length,
     layer_costs,
+    lstm_flops,
     online_softmax,
     peak_bytes,
+    resident_peak_bytes,
     restricted_attention_flops,
     rnn_flops,
     tiled_attention,
+    tiled_vs_sdpa,
 )
-
-TOL = 1e-5  # float32, outputs and gradients
+from utils.tolerances import assert_close
 
 
 @pytest.fixture(autouse=True)
@@ -39,6 +47,7 @@ def _inputs(device, shape, dtype=torch.float32, seed=0):
 
 
 def _compare(device, shape, is_causal, block_q, block_k, scale=None, dtype=torch.float32):
+    """Assert outputs and q, k, v gradients equal SDPA's within the tolerance policy (fused kernel rule)."""
     q, k, v, grad_out = _inputs(device, shape, dtype)
     results = []
     for fn in (
@@ -50,9 +59,9 @@ def _compare(device, shape, is_causal, block_q, block_k, scale=None, dtype=torch
         leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
         out = fn(*leaves)
         results.append([out, *torch.autograd.grad(out, leaves, grad_out)])
-    for ours, ref in zip(*results):
+    for what, ours, ref in zip(("output", "dq", "dk", "dv"), *results):
         assert ours.device == ref.device and ours.dtype == ref.dtype and ours.shape == ref.shape
-    return max((ours - ref).abs().max().item() for ours, ref in zip(*results))
+        assert_close(ours, ref, what=f"{what} {shape} causal={is_causal}", kernel="fused")
 
 
 CASES = [
@@ -67,12 +76,12 @@ CASES = [
 @pytest.mark.parametrize("shape,block_q,block_k", CASES)
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_matches_sdpa_outputs_and_gradients_cpu(shape, block_q, block_k, is_causal):
-    assert _compare("cpu", shape, is_causal, block_q, block_k) < TOL
+    _compare("cpu", shape, is_causal, block_q, block_k)
 
 
 def test_custom_scale_and_float64():
-    assert _compare("cpu", (2, 2, 33, 40, 16, 16), False, 8, 8, scale=0.3) < TOL
-    assert _compare("cpu", (1, 2, 50, 50, 16, 16), True, 16, 8, dtype=torch.float64) < 1e-12
+    _compare("cpu", (2, 2, 33, 40, 16, 16), False, 8, 8, scale=0.3)
+    _compare("cpu", (1, 2, 50, 50, 16, 16), True, 16, 8, dtype=torch.float64)
 
 
 def test_three_dimensional_inputs_and_gradcheck():
@@ -84,10 +93,145 @@ def test_three_dimensional_inputs_and_gradcheck():
     )
 
 
+def test_claim_function_holds_for_seed_0():
+    ratios = tiled_vs_sdpa(0)
+    assert len(ratios) == len(TILED_CASES) and all(r <= 1 for r in ratios.values())
+    with pytest.raises(TypeError, match="seed"):
+        tiled_vs_sdpa(0.5)
+
+
+# --- the online softmax ------------------------------------------------------------------------
+
+
 def test_online_softmax_equals_softmax_for_huge_scores():
     scores = torch.randn(5, 300, generator=torch.Generator().manual_seed(2)) * 50
     for block in (1, 7, 300, 1000):
-        assert torch.allclose(online_softmax(scores, block), torch.softmax(scores, -1), atol=1e-6)
+        assert_close(online_softmax(scores, block), torch.softmax(scores, -1), what=f"block {block}")
+
+
+@pytest.mark.parametrize("block", [1, 3, 4, 5, 8])
+def test_online_softmax_row_whose_first_block_is_masked(block):
+    # The reported bug: exp(-inf - -inf) = NaN when a row's first block is all -inf.
+    row = torch.tensor([[float("-inf")] * 4 + [1.0, 3.0, 2.0, 0.5]], dtype=torch.float64)
+    assert_close(online_softmax(row, block), torch.softmax(row, -1), what=f"first block masked, block {block}")
+
+
+def test_online_softmax_fully_masked_row_gives_zeros():
+    scores = torch.randn(3, 10, dtype=torch.float64)
+    scores[1] = float("-inf")
+    out = online_softmax(scores, 3)
+    assert (out[1] == 0).all() and not out.isnan().any()
+    assert_close(out[[0, 2]], torch.softmax(scores[[0, 2]], -1), what="other rows")
+
+
+@pytest.mark.parametrize("block", [0, -2, 1.5, True, None])
+def test_online_softmax_rejects_bad_block(block):
+    with pytest.raises(ValueError, match="block"):
+        online_softmax(torch.randn(2, 5), block)
+
+
+@pytest.mark.parametrize("scores", [[1.0, 2.0], torch.tensor([1, 2]), torch.tensor(1.0)])
+def test_online_softmax_rejects_bad_scores(scores):
+    with pytest.raises(TypeError, match="scores"):
+        online_softmax(scores, 2)
+
+
+# --- edge cases of the tiled attention -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("block_k", [1, 2, 3, 4, 7, 16])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_keys_of_minus_infinity_do_not_depend_on_the_block_size(block_k, is_causal):
+    # The reported bug, in the tiled forward: -inf in k makes a whole first key block -inf.
+    gen = torch.Generator().manual_seed(3)
+    q = torch.rand(1, 6, 4, generator=gen, dtype=torch.float64) + 0.1  # positive: q·k = -inf for k = -inf
+    k = torch.randn(1, 9, 4, generator=gen, dtype=torch.float64)
+    v = torch.randn(1, 9, 3, generator=gen, dtype=torch.float64)
+    k[:, :4] = float("-inf")
+    out = tiled_attention(q, k, v, is_causal=is_causal, block_q=2, block_k=block_k)
+    allowed = torch.ones(6, 9, dtype=torch.bool)
+    allowed[:, :4] = False
+    if is_causal:
+        allowed &= torch.ones(6, 9, dtype=torch.bool).tril()
+    finite_k = k.masked_fill(k.isinf(), 0.0)
+    reference = F.scaled_dot_product_attention(q, finite_k, v, attn_mask=allowed)  # masked rows: zeros
+    assert not out.isnan().any()
+    assert_close(out, reference, what=f"-inf keys, block_k={block_k}")
+
+
+def test_a_row_with_no_finite_score_gives_zero_output_and_gradients():
+    q = torch.ones(1, 3, 2, dtype=torch.float64, requires_grad=True)
+    k = torch.full((1, 4, 2), float("-inf"), dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 4, 5, dtype=torch.float64, requires_grad=True)
+    out = tiled_attention(q, k, v, block_q=2, block_k=3)
+    assert (out == 0).all()
+    out.sum().backward()
+    assert (v.grad == 0).all() and (k.grad == 0).all()  # (q's gradient meets 0 · inf: undefined)
+
+
+def test_no_keys_gives_zeros_like_sdpa():
+    q = torch.randn(2, 3, 5, 4, requires_grad=True)
+    k = torch.randn(2, 3, 0, 4, requires_grad=True)
+    v = torch.randn(2, 3, 0, 6, requires_grad=True)
+    out = tiled_attention(q, k, v)
+    reference = F.scaled_dot_product_attention(q, k, v)
+    assert out.shape == reference.shape == (2, 3, 5, 6) and (out == reference).all()
+    out.sum().backward()
+    assert (q.grad == 0).all()
+
+
+def test_no_queries_gives_an_empty_result():
+    q, k, v = torch.randn(1, 0, 4), torch.randn(1, 7, 4), torch.randn(1, 7, 2)
+    assert tiled_attention(q, k, v).shape == (1, 0, 2)
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((2, 3, 8, 4), (3, 2, 8, 4), (3, 2, 8, 4)),  # same count of rows, wrong pairing
+        ((2, 1, 8, 4), (2, 3, 8, 4), (2, 3, 8, 4)),  # broadcasting is not supported
+        ((1, 8, 4), (1, 1, 8, 4), (1, 1, 8, 4)),  # different numbers of axes
+    ],
+)
+def test_mismatched_leading_dimensions_are_refused(shapes):
+    q, k, v = (torch.randn(*s) for s in shapes)
+    with pytest.raises(ValueError, match="leading"):
+        tiled_attention(q, k, v)
+
+
+def test_other_mismatches_are_refused_with_clear_errors():
+    q, k, v = torch.randn(1, 8, 4), torch.randn(1, 8, 4), torch.randn(1, 8, 2)
+    with pytest.raises(ValueError, match="width d"):
+        tiled_attention(q, torch.randn(1, 8, 5), v)
+    with pytest.raises(ValueError, match="length N_k"):
+        tiled_attention(q, k, torch.randn(1, 7, 2))
+    with pytest.raises(TypeError, match="one dtype"):
+        tiled_attention(q, k, v.double())
+    with pytest.raises(TypeError, match="floating-point"):
+        tiled_attention(q.long(), k, v)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        tiled_attention(q.tolist(), k, v)
+    with pytest.raises(ValueError, match="at least 2 axes"):
+        tiled_attention(torch.randn(4), k, v)
+
+
+@pytest.mark.parametrize("name", ["block_q", "block_k"])
+@pytest.mark.parametrize("value", [0, -1, 2.0, False])
+def test_block_sizes_must_be_positive_ints(name, value):
+    q = torch.randn(1, 8, 4)
+    with pytest.raises(ValueError, match=name):
+        tiled_attention(q, q, q, **{name: value})
+
+
+def test_scale_and_is_causal_are_checked():
+    q = torch.randn(1, 8, 4)
+    with pytest.raises(ValueError, match="scale"):
+        tiled_attention(q, q, q, scale=float("nan"))
+    with pytest.raises(TypeError, match="is_causal"):
+        tiled_attention(q, q, q, is_causal=1)
+
+
+# --- memory -------------------------------------------------------------------------------------
 
 
 def test_training_memory_is_linear_and_small():
@@ -100,9 +244,8 @@ def test_training_memory_is_linear_and_small():
 
     tiled_1k, tiled_2k = training_peak(tiled_attention, 1024), training_peak(tiled_attention, 2048)
     naive_2k = training_peak(naive, 2048)
-    sdpa_2k = training_peak(F.scaled_dot_product_attention, 2048)
     assert tiled_2k < 2 * tiled_1k  # linear (plus constant tiles), not quadratic
-    assert tiled_2k < 0.15 * naive_2k and tiled_2k < 3 * sdpa_2k
+    assert tiled_2k < 0.15 * naive_2k
 
 
 def test_peak_bytes_is_exact_for_naive_forward():
@@ -115,6 +258,31 @@ def test_peak_bytes_is_exact_for_naive_forward():
 
     # scores and weights (two n×n tensors) and the (n, d) output, 4 bytes each
     assert peak_bytes(lambda: naive(q, k, v)) == 4 * (2 * n * n + n * d)
+    with pytest.raises(TypeError, match="callable"):
+        peak_bytes(42)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="resident memory is measured through Linux's /proc")
+def test_resident_peak_sees_memory_the_tracker_cannot():
+    def fresh(mib):
+        return lambda: torch.ones(mib * 2**20 // 4)  # touched: every page becomes resident
+
+    try:
+        measured = resident_peak_bytes(fresh(32))
+    except RuntimeError as why:  # a sandbox without a writable /proc/self/clear_refs
+        pytest.skip(str(why))
+    assert 30 * 2**20 < measured < 40 * 2**20
+    with pytest.raises(TypeError, match="callable"):
+        resident_peak_bytes(None)
+
+
+@pytest.mark.skipif(sys.platform.startswith("linux"), reason="checks the error raised off Linux")
+def test_resident_peak_says_why_it_cannot_measure():
+    with pytest.raises(RuntimeError, match="Linux"):
+        resident_peak_bytes(lambda: None)
+
+
+# --- the FLOP formulas and the architecture matrix ----------------------------------------------
 
 
 def test_flop_formulas_match_pytorch_counter():
@@ -124,11 +292,57 @@ def test_flop_formulas_match_pytorch_counter():
         nn.RNN(d, d, bias=False)(x)
     assert counter.get_total_flops() == rnn_flops(n, d)
     costs = layer_costs(n, d, k=3, r=4)
-    assert costs["self-attention"]["flops"] == attention_flops(n, d) == 8 * n * d * d + 4 * n * n * d
+    assert costs["self-attention"]["flops"] == attention_flops(n, d) == 8 * n * d * d + attention_mixing_flops(n, d)
     assert costs["restricted r=4"]["flops"] == restricted_attention_flops(n, d, 4)
+    assert costs["conv k=3"]["flops"] == conv_flops(n, d, 3)
     assert costs["conv k=3"]["path"] == math.ceil((n - 1) / 2) and costs["RNN"]["sequential"] == n
     # attention and LSTM cost the same at n = 2d
     assert layer_costs(2 * d, d)["self-attention"]["flops"] == layer_costs(2 * d, d)["LSTM"]["flops"]
+
+
+def test_largest_tensor_counts_the_activations_too():
+    # The reported bug: N = 16, d = 512 reported 256 floats (the 16 × 16 weights), ignoring 16 × 512 Q, K, V.
+    assert layer_costs(16, 512)["self-attention"]["largest"] == 16 * 512
+    assert layer_costs(1024, 64)["self-attention"]["largest"] == 1024 * 1024
+    assert layer_costs(16, 512, r=16)["restricted r=16"]["largest"] == 16 * 512
+    assert layer_costs(4096, 8, r=16)["restricted r=16"]["largest"] == 4096 * 33
+
+
+@pytest.mark.parametrize("d", [1, 7, 64, 512, 1000])
+def test_crossover_lengths_are_found_not_assumed(d):
+    assert crossover_length(attention_flops, lstm_flops, d) == 2 * d
+    assert crossover_length(attention_mixing_flops, rnn_flops, d) == d
+    assert crossover_length(attention_flops, rnn_flops, d) == 1
+    assert crossover_length(rnn_flops, attention_flops, d) is None
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: rnn_flops(0, 8),
+        lambda: lstm_flops(8, -1),
+        lambda: attention_flops(2.5, 8),
+        lambda: conv_flops(8, 8, 0),
+        lambda: layer_costs(True, 8),
+        lambda: crossover_length(attention_flops, lstm_flops, 0),
+    ],
+)
+def test_sizes_must_be_positive_ints(call):
+    with pytest.raises(ValueError, match="must be a positive int"):
+        call()
+
+
+def test_layer_costs_needs_a_kernel_of_at_least_two():
+    with pytest.raises(ValueError, match="k must be an int >= 2"):
+        layer_costs(16, 8, k=1)
+
+
+def test_crossover_length_needs_functions():
+    with pytest.raises(TypeError, match="functions"):
+        crossover_length(1, lstm_flops, 8)
+
+
+# --- the chapter's widget and figures -----------------------------------------------------------
 
 
 def test_widget_summary_is_pure_and_consistent():
@@ -141,17 +355,54 @@ def test_widget_summary_is_pure_and_consistent():
         < 1
         < complexity_summary(4096, 512)["attention_over_lstm"]
     )
+    assert complexity_summary(4096, 64)["crossover_n"] == 128
+
+
+def test_widget_readout_grammar_and_layout():
+    from utils.widgets.complexity import _readout
+
+    assert "as cheap as the LSTM" in _readout(1024, 512)
+    assert "cheaper than the LSTM" in _readout(64, 512)
+    assert "more expensive than the LSTM" in _readout(4096, 512)
+    assert "padding" in _readout(64, 512)
+
+
+def test_widget_figure_shows_the_crossover_and_the_chosen_length_apart():
+    import matplotlib.pyplot as plt
+
+    from utils.widgets.complexity import complexity_figure, complexity_widget
+
+    fig = complexity_figure(1024, 512)  # chosen N on the crossover: both must still be visible
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "attention = LSTM at N = 1024" in labels and "chosen N = 1024" in labels
+    plt.close(fig)
+    box = complexity_widget()
+    assert "N = 4096, d = 512" in box.children[1].value
+
+
+def test_tiling_figure_checks_its_tile():
+    import matplotlib.pyplot as plt
+
+    from utils.widgets.complexity import tiling_figure
+
+    plt.close(tiling_figure(4, (2, 1)))
+    with pytest.raises(ValueError, match="current"):
+        tiling_figure(4, (1, 3), causal=True)  # a future tile is skipped, never current
+    with pytest.raises(ValueError, match="n_blocks"):
+        tiling_figure(1)
+
+
+def test_recorded_gpu_latency_has_its_source():
+    from utils.widgets.complexity import load_gpu_latency
+
+    data = load_gpu_latency()
+    assert "H200" in data["device"] and "2026-11-30" in data["source"]
+    assert len(data["rows"]) == 24 and {r["dtype"] for r in data["rows"]} == {"float32", "bfloat16"}
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_matches_sdpa_on_cuda(is_causal):
-    # TF32 matmuls would loosen float32 agreement; the comparison is in strict float32.
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        for shape, block_q, block_k in CASES:
-            assert _compare("cuda", shape, is_causal, block_q, block_k) < TOL
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
+    for shape, block_q, block_k in CASES:
+        _compare("cuda", shape, is_causal, block_q, block_k)

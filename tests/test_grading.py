@@ -1,116 +1,157 @@
-"""The grader: correct scores, and no way to cheat it or break it (adversarial submissions).
+"""The grader: exact scores, and no way to cheat it or break it (issues 14 and 20).
 
-The submissions are built at test time from solutions/03 and chapters/03. Chapter 03 has three
-exercises: 3.1 (2 points), 3.2 (1 point), 3.3 (1 point).
+Every submission is generated at test time from whatever solutions/ holds (tests/grading_cases.py):
+exercises, points, probes and answers come from the notebooks' nbgrader metadata, so these tests keep
+working while chapters change. Chapters 03 and 08 carry the attacks (the chapters the independent
+test of issue 20 used); the class of issue 14 adds a third chapter.
+
+Issue 20, item by item (each ends as a passing test here):
+ 1. blank notebook + symlinks -> 0 ............ test_records_are_read_without_following_links,
+    test_adversarial_scores (symlink_dir, symlink_files, symlink_reference_path),
+    test_reference_values_never_touch_the_disk
+ 2. FIFO, /dev/zero: no hang, no blow-up ........ test_records_are_read_without_following_links,
+    test_adversarial_scores (fifo_and_dev_zero), test_gradebook_complete_and_no_hidden_tests
+ 3. answer key readable in the sandbox ......... test_sandbox_sees_only_the_course_library,
+    test_adversarial_scores (answer_key_routes)
+ 4. concurrent runs, CPU hog ................... test_user_ids_are_reserved_per_run,
+    test_concurrent_runs_give_identical_gradebooks, test_grading_beside_a_cpu_hog
+ 5. expected values in the globals ............. test_got_form_holds_no_expected_values,
+    test_adversarial_scores (globals_and_frames_03, globals_and_frames_08)
+ 6. NumPy scalars .............................. test_numpy_scalars_are_numbers_and_strings,
+    test_adversarial_scores (numpy_scalars)
+ 7. --no-sandbox as root ....................... test_no_sandbox_refuses_root_and_says_why,
+    test_no_sandbox_forced_as_root_contains_the_submission
+ 8. crafted records ............................ test_crafted_records_fail_one_probe_each,
+    test_adversarial_scores (crafted_records)
+ 9. feedback injection, hidden code ............ test_text_from_submissions_is_one_escaped_line,
+    test_hidden_test_source_never_reaches_the_submission, test_adversarial_scores (injection_and_theft),
+    test_feedback_has_one_total_and_no_hidden_names
+10. time limits on the grader's clock ......... test_time_limits_are_the_graders
+11. file names, sizes, formats, signals ....... test_file_cases_each_get_one_documented_row,
+    test_adversarial_scores (nbformat_3, segfault, huge, ...), test_exit_reasons_name_the_signal
+12. nbgrader route in the README .............. test_readme_documents_grading_and_the_nbgrader_route
+Issue 14, item 5 and manual exercises ........ test_class_of_30_across_three_chapters,
+    test_manual_exercises_are_listed_for_hand_grading, test_handin_lists_manual_exercises
 """
 
 from __future__ import annotations
 
-import copy
+import ast
 import csv
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
 
 import nbformat
 import numpy as np
 import psutil
 import pytest
 from course_paths import ROOT, SOLUTIONS
+from grading_cases import Course, add_cell, chapter_path, first_function, write
 
-from coursetools import notebooks
+from coursetools import notebooks, release
 from coursetools.grading import grade as grading
-from coursetools.grading import plaindata, probes, sandbox
-from coursetools.release import BEGIN_SOLUTION, END_SOLUTION
+from coursetools.grading import plaindata, probes, safeio, sandbox
+from utils import checks
 
-CHAPTER = "03_scaled_dot_product_attention"
-POINTS = {"3.1": 2, "3.2": 1, "3.3": 1}
-TEST_LIMITS = sandbox.Limits(cell_seconds=20, notebook_seconds=120, cpu_seconds=150, memory_bytes=3 << 30)
-
-
-def _solution_answers() -> dict[str, str]:
-    sol = notebooks.read(ROOT / "solutions" / f"{CHAPTER}.ipynb")
-    answers = {}
-    for cell in sol.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("solution"):
-            lines = [ln for ln in cell.source.split("\n") if ln.strip() not in (BEGIN_SOLUTION, END_SOLUTION)]
-            answers[meta["grade_id"]] = "\n".join(lines)
-    return answers
+# CPU time counts; the wall clock allows five times as much, for a machine shared with other work.
+TEST_LIMITS = sandbox.Limits(cell_cpu_seconds=6, notebook_cpu_seconds=60, wall_factor=5, memory_bytes=3 << 30)
+CH03 = Course(chapter_path("03"))
+CH08 = Course(chapter_path("08"))
 
 
-ANSWERS = _solution_answers()
-WRONG = {
-    "ex03_1": "def softmax_jacobian(p):\n    return torch.zeros(*p.shape, p.shape[-1], dtype=p.dtype)",
-    "ex03_2": "def answer_3_2():\n    return 5.0",
-    "ex03_3": 'def answer_3_3():\n    return "a"',
-}
+def needs_bubblewrap() -> None:
+    usable, why = sandbox.bubblewrap_status()
+    if not usable:
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}; the grading tests need the sandbox (.ci/run installs Debian's bubblewrap)")
+        pytest.skip(why)
 
 
-def learner(answers: dict[str, str] | None = None) -> nbformat.NotebookNode:
-    """The chapter as a learner would hand it in, with some answer cells filled in."""
-    nb = notebooks.read(ROOT / "chapters" / f"{CHAPTER}.ipynb")
-    for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if answers and grade_id in answers:
-            cell.source = answers[grade_id]
-    return nb
+def _read_gradebook(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
 
 
-def correct(**overrides: str) -> nbformat.NotebookNode:
-    return learner({**ANSWERS, **overrides})
+def _kinds(course: Course) -> dict[str, set[str]]:
+    chapter = grading.Chapter(course.path)
+    kinds: dict[str, set[str]] = {}
+    for probe in chapter.probes:
+        kinds.setdefault(probe.exercise, set()).add(probe.kind)
+    return kinds
 
 
-def _index_of(nb, grade_id: str) -> int:
-    return next(i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+def _pick(course: Course, kind: str):
+    """An exercise whose probes are all of ``kind`` and whose answer is one function."""
+    kinds = _kinds(course)
+    for e in course.automatic:
+        if kinds.get(e.grade_id) == {kind} and first_function(e.right):
+            return e
+    return None
 
 
-def with_extra_cell(nb, source: str, before: str | None = None, metadata: dict | None = None):
-    cell = nbformat.v4.new_code_cell(source)
-    if metadata:
-        cell.metadata.update(metadata)
-    position = _index_of(nb, before) if before else 2
-    nb.cells.insert(position, cell)
-    return nb
+def _dependents(course: Course, grade_id: str) -> set[str]:
+    return {grade_id} | {e.grade_id for e in course.automatic if grade_id in e.depends_on}
 
 
-def edited_check(nb):
-    nb.cells[_index_of(nb, "ex03_1_check")].source = 'print("Exercise 3.1: passed")'
-    return nb
+def points(course: Course, lost: set[str] = frozenset(), stop_before: int | None = None) -> dict[str, float]:
+    """label -> expected points: full marks except ``lost`` exercises (and those depending on them) and,
+    when the run stops at solutions cell ``stop_before``, every exercise whose check comes after it."""
+    lost = set().union(*(_dependents(course, g) for g in lost)) if lost else set()
+    out = {}
+    for e in course.exercises:
+        ok = not e.manual and e.grade_id not in lost and (stop_before is None or e.check_cell < stop_before)
+        out[e.label] = e.points if ok else 0.0
+    return out
 
 
-def deleted_checks(nb):
-    nb.cells = [c for c in nb.cells if not c.get("metadata", {}).get("nbgrader", {}).get("grade")]
-    return nb
+def zero(course: Course) -> dict[str, float]:
+    return {e.label: 0.0 for e in course.exercises}
 
 
-def duplicated_check(nb):
-    i = _index_of(nb, "ex03_2_check")
-    nb.cells.insert(i, copy.deepcopy(nb.cells[i]))
-    nb.cells[i].id = "duplicate1"
-    return nb
+def wrapped(course: Course, exercise, body: str, right: bool = True) -> str:
+    """The exercise's answer cell where its function ``f`` is replaced by ``body`` (which may call
+    ``__original``, the solution's function)."""
+    name = first_function(exercise.right)
+    head = exercise.right if right else exercise.blank
+    return f"{head}\n__original = {name}\n\ndef {name}(*args, **kwargs):\n{textwrap.indent(body, '    ')}\n"
 
 
-def stripped_metadata(nb):
-    for cell in nb.cells:
-        cell.metadata = {}
-    nb.metadata = {}
-    return nb
+# --------------------------------------------------------------------------------------------------
+# Attacks (source code a submission holds)
 
-
-LOOP_FUNCTION = "def answer_3_2():\n    while True:\n        pass"
+LOOP = "while True:\n    pass\n"
 IGNORE_SIGNALS = (
-    "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-    "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+    "import signal\nfor _s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGXCPU):\n"
+    "    signal.signal(_s, signal.SIG_IGN)\n"
 )
+SLEEP = "import time\ntime.sleep(10 ** 6)\n"
 ALWAYS_EQUAL = (
-    "class _Yes:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n\n"
-    "def answer_3_2():\n    return _Yes()"
+    "class _Yes:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
+    "    def __float__(self):\n        return float(__original(*args, **kwargs))\n"
+    "return _Yes()"
 )
 FLOAT_SUBCLASS = (
-    "class _F(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\n\n"
-    "def answer_3_2():\n    return _F(0.0)"
+    "class _F(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\n"
+    "return _F(__original(*args, **kwargs))"
 )
+NUMPY_SCALAR = (
+    "import numpy as np\nvalue = __original(*args, **kwargs)\n"
+    "if isinstance(value, str):\n    return np.str_(value)\n"
+    "if isinstance(value, bool):\n    return np.bool_(value)\n"
+    "if isinstance(value, int):\n    return np.int64(value)\n"
+    "if isinstance(value, float):\n"
+    "    return np.float32(value) if float(np.float32(value)) == value else np.sqrt(np.float64(value) ** 2)\n"
+    "return value"
+)
+MEMORY_HOG = "hog = [bytearray(1 << 29) for _ in range(100)]\nreturn __original(*args, **kwargs)"
 CUSTOM_EXC = "get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: None)"
 AST_TRANSFORMER = (
     "import ast\n"
@@ -121,21 +162,19 @@ AST_TRANSFORMER = (
 )
 INPUT_TRANSFORMER = "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])"
 MONKEYPATCH = (
-    "import math, numpy.testing, torch, utils.checks\n"
+    "import math, builtins, numpy.testing, torch, utils.checks\n"
     "math.isclose = lambda *a, **k: True\n"
     "torch.allclose = lambda *a, **k: True\n"
+    "torch.equal = lambda *a, **k: True\n"
     "numpy.testing.assert_allclose = lambda *a, **k: None\n"
     "for _name in ('close', 'number', 'choice'):\n"
     "    setattr(utils.checks, _name, lambda *a, **k: utils.checks.Verdict(True, 'ok'))\n"
-    "utils.checks.require = lambda *a, **k: None"
-)
-READ_SOLUTIONS = (
-    "import re\n\ndef answer_3_3():\n"
-    f"    text = open({str(ROOT / 'solutions' / (CHAPTER + '.ipynb'))!r}).read()\n"
-    "    return re.search(r'return \\\\\"(\\w)\\\\\"', text).group(1)"
+    "utils.checks.require = lambda *a, **k: None\n"
+    "import coursetools.grading.plaindata as _p\n"
+    "_p.dump_status = lambda *a, **k: None"
 )
 WRITE_OUTSIDE = (
-    "for _target in ({outside!r}, '/tmp/course-grader-escape'):\n"
+    "for _target in {targets!r}:\n"
     "    try:\n        open(_target, 'w').write('escaped')\n    except OSError:\n        pass\n"
 )
 DETACHED = (
@@ -143,8 +182,7 @@ DETACHED = (
     "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(4242)'], start_new_session=True)\n"
     "subprocess.Popen(['sleep', '4243'], start_new_session=True)"
 )
-MEMORY_HOG = "def answer_3_3():\n    hog = [bytearray(1 << 29) for _ in range(100)]\n    return 'c'"
-BIG_FILE = "open('big.bin', 'wb').write(b'0' * (300 << 20))\n"
+BIG_FILE = "try:\n    open('big.bin', 'wb').write(b'0' * (300 << 20))\nexcept OSError:\n    pass\n"
 BIG_OUTPUT = "for _ in range(100):\n    print('x' * (1 << 20))\n"
 FORK_BOMB = (
     "import os, time\n"
@@ -156,55 +194,286 @@ FORK_BOMB = (
     "except OSError:\n"
     "    pass\n"
 )
+SEGFAULT = "import ctypes\nctypes.string_at(0)\n"
+# Where the grader used to keep the reference values (issue 20, item 1): the submission's records are
+# replaced by links there, to forged records next to them, and to files a reader must never open.
+SYMLINK_DIR = (
+    "import os, shutil\n"
+    "shutil.rmtree('records/got', ignore_errors=True)\n"
+    "os.makedirs('records/forged', exist_ok=True)\n"
+    "{forge}\n"
+    "os.symlink('forged', 'records/got')\n"
+)
+SYMLINK_FILES = (
+    "import os, json\n"
+    "os.makedirs('records/forged', exist_ok=True)\n"
+    "{forge}\n"
+    "for name in os.listdir('records/forged'):\n"
+    "    target = os.path.join('records/got', name)\n"
+    "    if os.path.lexists(target):\n        os.remove(target)\n"
+    "    os.symlink(os.path.join('..', 'forged', name), target)\n"
+)
+SYMLINK_REFERENCE = (
+    "import os, shutil, glob\n"
+    "shutil.rmtree('records/got', ignore_errors=True)\n"
+    "os.symlink('../../reference-{chapter}/expected', 'records/got')\n"
+)
+FIFO_AND_DEV_ZERO = (
+    "import os, glob\n"
+    "records = sorted(glob.glob('records/got/probe_*.json'))\n"
+    "for k, path in enumerate(records):\n"
+    "    os.remove(path)\n"
+    "    if k % 2 == 0:\n        os.mkfifo(path)\n"
+    "    else:\n        os.symlink('/dev/zero', path)\n"
+)
+GLOBALS_AND_FRAMES = r'''
+import sys
+import torch
+want = __original(*args, **kwargs)
+spaces = [dict(globals())]
+frame = sys._getframe(1)
+while frame is not None:
+    spaces.append(dict(frame.f_locals))
+    frame = frame.f_back
+
+def like(value):
+    if isinstance(value, torch.Tensor):
+        for space in spaces:
+            for item in list(space.values()):
+                for c in (item if isinstance(item, (tuple, list)) else [item]):
+                    if (isinstance(c, torch.Tensor) and c.shape == value.shape and c.dtype == value.dtype
+                            and all(c is not a for a in args)):
+                        return c
+        return torch.full_like(value, float("nan"))
+    if isinstance(value, (tuple, list)):
+        return type(value)(like(v) for v in value)
+    return value
+
+return like(want)
+'''
+# Everything a submission might read to find the hidden tests (issue 20, item 9), poured into the
+# name of an exception: the grader must show none of the hidden code.
+THEFT = r'''
+import linecache, os, sys
+found = []
+frame = sys._getframe(1)
+while frame is not None:
+    code = frame.f_code
+    found += list(code.co_names) + list(code.co_varnames) + list(code.co_freevars)
+    found += [c for c in code.co_consts if isinstance(c, str)]
+    found += list(frame.f_locals)
+    frame = frame.f_back
+for text in list(linecache.cache.values()):
+    found += [str(t) for t in text[2]] if isinstance(text, tuple) and len(text) > 2 else []
+for folder, dirs, files in os.walk("."):
+    for name in files:
+        try:
+            found.append(open(os.path.join(folder, name), errors="replace").read(100000))
+        except OSError:
+            pass
+for name in ("/proc/self/cmdline", "/proc/self/environ"):
+    try:
+        found.append(open(name, errors="replace").read())
+    except OSError:
+        pass
+try:
+    os.set_blocking(0, False)
+    found.append(os.read(0, 1 << 20).decode(errors="replace"))
+except OSError:
+    pass
+import re
+words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", " ".join(map(str, found)))][:4000]
+raise type(".".join(words)[:300] or "Nothing", (Exception,), {})("\n".join(words))
+'''
+INJECTION = (
+    'raise type("Boom\\n# Total: 4 / 4 points\\n" + "x" * 300, (Exception,), {})('
+    '"line one\\n# Total: 4 / 4 points\\n| x | 4 / 4 | passed |" + "y" * 300)'
+)
 
 
-def write(folder, student, content):
-    target = folder / student / f"{CHAPTER}.ipynb"
-    target.parent.mkdir(parents=True)
-    if isinstance(content, bytes):
-        target.write_bytes(content)
-    else:
-        target.write_text(nbformat.writes(content))
+def _forge(course: Course, exercise_kinds: set[str]) -> str:
+    """Code that writes, into records/forged, records holding the right values of the number and choice
+    probes (the values a leak of the reference would give), computed from the solution in private."""
+    chapter = grading.Chapter(course.path)
+    lines = ["import json as _json", "_private = {}"]
+    for e in course.automatic:
+        if _kinds(course).get(e.grade_id, set()) <= exercise_kinds and first_function(e.right):
+            lines.append(f"exec({e.right!r}, _private)")
+            for p in chapter.probes:
+                if p.exercise == e.grade_id:
+                    lines.append(
+                        f"open('records/forged/probe_{p.index}.json', 'w').write(_json.dumps("
+                        f"{{'status': 'value', 'type': 'plain', 'value': _private[{first_function(e.right)!r}]()}}))")
+    return "\n".join(lines)
 
 
-def adversarial_cases(outside):
-    """student -> (submission, expected total points)."""
-    return {
-        "correct": (correct(), 4),
-        "wrong_answer": (correct(ex03_2=WRONG["ex03_2"]), 3),
-        "untouched_stub": (learner(), 0),
-        "loop_top_level": (correct(ex03_2="while True:\n    pass\n" + ANSWERS["ex03_2"]), 2),
-        "loop_in_function": (correct(ex03_2=LOOP_FUNCTION), 2),
-        "loop_sigint_ignored": (correct(ex03_2=IGNORE_SIGNALS + LOOP_FUNCTION), 2),
-        "os_exit": (correct(ex03_3="import os\nos._exit(1)\n" + ANSWERS["ex03_3"]), 3),
-        "sys_exit": (correct(ex03_3="import sys\nsys.exit()\n" + ANSWERS["ex03_3"]), 3),
-        "malformed_json": (b'{"cells": [', 0),
-        "not_a_notebook": (b"\x89PNG\r\n\x1a\n this is an image, not a notebook", 0),
-        "test_cell_edited": (edited_check(correct(ex03_1=WRONG["ex03_1"])), 2),
-        "test_cells_deleted": (deleted_checks(correct()), 4),
-        "test_cell_duplicated": (duplicated_check(correct()), 4),
-        "metadata_stripped": (stripped_metadata(correct()), 4),
-        "forged_grade_cell": (with_extra_cell(learner(), 'print("Exercise 3.9: passed")', metadata={
-            "nbgrader": {"grade": True, "grade_id": "ex03_9_check", "points": 100, "locked": True,
-                         "solution": False, "schema_version": 3}}), 0),
-        "extra_helper_cells": (with_extra_cell(
-            correct(ex03_1="def softmax_jacobian(p):\n    return _diag(p) - _outer(p)"),
-            "def _diag(p):\n    return torch.diag_embed(p)\n\n"
-            "def _outer(p):\n    return p.unsqueeze(-1) * p.unsqueeze(-2)", before="ex03_1"), 4),
-        "always_equal_object": (correct(ex03_2=ALWAYS_EQUAL), 3),
-        "float_subclass": (correct(ex03_2=FLOAT_SUBCLASS), 3),
-        "set_custom_exc": (with_extra_cell(learner(WRONG), CUSTOM_EXC), 0),
-        "ast_transformer": (with_extra_cell(learner(WRONG), AST_TRANSFORMER), 0),
-        "input_transformer": (with_extra_cell(learner(WRONG), INPUT_TRANSFORMER), 0),
-        "monkeypatched_checks": (with_extra_cell(learner(WRONG), MONKEYPATCH), 0),
-        "reads_solutions": (correct(ex03_3=READ_SOLUTIONS), 3),
-        "writes_outside": (correct(ex03_3=WRITE_OUTSIDE.format(outside=str(outside)) + ANSWERS["ex03_3"]), 4),
-        "detached_process": (correct(ex03_3=DETACHED + "\n" + ANSWERS["ex03_3"]), 4),
-        "memory_hog": (correct(ex03_3=MEMORY_HOG), 3),
-        "file_300_mb": (correct(ex03_3=BIG_FILE + ANSWERS["ex03_3"]), 3),
-        "output_100_mb": (correct(ex03_3=BIG_OUTPUT + ANSWERS["ex03_3"]), 3),
-        "fork_bomb": (correct(ex03_3=FORK_BOMB + ANSWERS["ex03_3"]), 4),
+def _answer_key_attack(course: Course) -> tuple[str, dict[str, str]]:
+    """A cell that looks for the answer key on every route issue 20 found, and answers that use it."""
+    others = []
+    common = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-common-dir"], capture_output=True,
+                            text=True).stdout.strip()
+    if common:
+        others.append(str((ROOT / common).resolve().parent))
+    search = textwrap.dedent(f'''
+        import glob, json, os, subprocess, sys
+        _texts = []
+        def _read(path):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    _texts.append(handle.read(50_000_000))
+            except OSError:
+                pass
+        _bases = {{{str(ROOT)!r}, os.path.dirname(sys.prefix), *{others!r}}}
+        for _base in _bases:
+            _read(os.path.join(_base, "solutions", {course.name + ".ipynb"!r}))
+            for _pattern in ("_build/html/_sources/solutions/*", "_build/jupyter_execute/**/*.ipynb", "_build/**/*.ipynb"):
+                for _path in glob.glob(os.path.join(_base, _pattern), recursive=True):
+                    _read(_path)
+            for _args in (["git", "--git-dir", os.path.join(_base, ".git"), "show", "HEAD:solutions/{course.name}.ipynb"],
+                          ["git", "-C", _base, "show", "HEAD:solutions/{course.name}.ipynb"]):
+                try:
+                    _texts.append(subprocess.run(_args, capture_output=True, text=True, timeout=30).stdout)
+                except Exception:
+                    pass
+        for _folder, _dirs, _files in os.walk("/"):
+            _dirs[:] = [d for d in _dirs if os.path.join(_folder, d) not in ("/proc", "/sys", "/dev")]
+            for _name in _files:
+                if _name.endswith(".ipynb") and "site-packages" not in _folder:
+                    _read(os.path.join(_folder, _name))
+        def _key(grade_id):
+            for text in _texts:
+                try:
+                    nb = json.loads(text)
+                except ValueError:
+                    continue
+                for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
+                    meta = cell.get("metadata", {{}}).get("nbgrader", {{}})
+                    source = "".join(cell.get("source", ""))
+                    if meta.get("grade_id") == grade_id and "BEGIN SOLUTION" in source:
+                        return "\\n".join(l for l in source.split("\\n") if "### " not in l)
+            raise NotImplementedError("no key found")
+    ''')
+    answers = {e.grade_id: f"exec(_key({e.grade_id!r}), globals())" for e in course.automatic}
+    return search, answers
+
+
+def _crafted(course: Course) -> tuple[str, set[str]]:
+    """Records overwritten with crafted content after the checks ran; the exercises they belong to."""
+    chapter = grading.Chapter(course.path)
+    by_kind = {}
+    for p in chapter.probes:
+        by_kind.setdefault(p.kind, p)
+    lines = ["import json, numpy as np"]
+    hit = set()
+    if "choice" in by_kind or "number" in by_kind:
+        p = by_kind.get("choice") or by_kind["number"]
+        lines.append(f"open('records/got/probe_{p.index}.json', 'w').write('[' * 100000 + ']' * 100000)")
+        hit.add(p.exercise)
+    if "close" in by_kind:
+        p = by_kind["close"]
+        lines += [f"np.save('records/got/probe_{p.index}.npy', np.array(['a', 'b']))",
+                  f"open('records/got/probe_{p.index}.json', 'w').write(json.dumps({{'status': 'value', "
+                  "'type': 'tensor', 'dtype': 'torch.float32', 'device': 'cpu', 'shape': [2]}))"]
+        hit.add(p.exercise)
+    if "number" in by_kind:
+        p = by_kind["number"]
+        lines.append(f"open('records/got/probe_{p.index}.json', 'w').write(json.dumps({{'status': 'value', "
+                     "'type': 'plain', 'value': {'__float__': 'four'}}))")
+        hit.add(p.exercise)
+    return "\n".join(lines), hit
+
+
+def _with_cells(nb, *sources):
+    for source in sources:
+        add_cell(nb, source)
+    return nb
+
+
+def adversarial_cases(outside: list[str]) -> dict[str, tuple[str, object, dict[str, float]]]:
+    """student -> (chapter, submission, label -> expected points)."""
+    c, c8 = CH03, CH08
+    num = _pick(c, "number") or _pick(c, "choice")
+    choice = _pick(c, "choice") or num
+    close = _pick(c, "close")
+    close8 = _pick(c8, "close")
+    first, last = c.automatic[0], c.automatic[-1]
+    assert num and close and close8, "chapters 03 and 08 need a number/choice and a tensor exercise"
+    right = {e.grade_id: "right" for e in c.exercises}
+    blank = {e.grade_id: "blank" for e in c.exercises}
+    wrong = {e.grade_id: "wrong" for e in c.exercises}
+    key_search, key_answers = _answer_key_attack(c)
+    crafted, crafted_hit = _crafted(c)
+    injected = {choice.grade_id: wrapped(c, choice, INJECTION), num.grade_id: wrapped(c, num, THEFT)}
+    nb_edited = c.notebook(right, sources={first.grade_id: first.wrong})
+    nb_edited.cells[c.index_in_learner(f"{first.grade_id}_check")].source = f'print("Exercise {first.label}: passed")'
+    nb_deleted = c.notebook(right)
+    nb_deleted.cells = [x for x in nb_deleted.cells if not x.get("metadata", {}).get("nbgrader", {}).get("grade")
+                        or x.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    nb_duplicated = c.notebook(right)
+    i = c.index_in_learner(f"{last.grade_id}_check")
+    duplicate = nbformat.from_dict(json.loads(json.dumps(nb_duplicated.cells[i])))
+    duplicate.id = "duplicate1"
+    nb_duplicated.cells.insert(i, duplicate)
+    nb_stripped = c.notebook(right)
+    for cell in nb_stripped.cells:
+        cell.metadata = {}
+    nb_stripped.metadata = {}
+    forged_cell = {"nbgrader": {"grade": True, "grade_id": f"{first.grade_id[:-2]}_99_check", "points": 100,
+                                "locked": True, "solution": False, "schema_version": 3}}
+    cases = {
+        "correct": (c, c.notebook(right), points(c)),
+        "wrong_answer": (c, c.notebook(right, sources={num.grade_id: num.wrong}), points(c, {num.grade_id})),
+        "untouched_stub": (c, c.notebook(blank), zero(c)),
+        "loop_in_function": (c, c.notebook(right, sources={num.grade_id: IGNORE_SIGNALS + wrapped(c, num, LOOP)}),
+                             points(c, stop_before=num.check_cell)),
+        "sys_exit": (c, c.notebook(right, sources={last.grade_id: "import sys\nsys.exit()\n" + last.right}),
+                     points(c, {last.grade_id})),
+        "segfault": (c, c.notebook(right, sources={last.grade_id: SEGFAULT + last.right}),
+                     points(c, stop_before=last.answer_cell)),
+        "malformed_json": (c, b'{"cells": [', zero(c)),
+        "not_a_notebook": (c, b"\x89PNG\r\n\x1a\n this is an image, not a notebook", zero(c)),
+        "test_cell_edited": (c, nb_edited, points(c, {first.grade_id})),
+        "test_cells_deleted": (c, nb_deleted, points(c)),
+        "test_cell_duplicated": (c, nb_duplicated, points(c)),
+        "metadata_stripped": (c, nb_stripped, points(c)),
+        "forged_grade_cell": (c, add_cell(c.notebook(blank), 'print("Exercise 3.99: passed")', **forged_cell),
+                              zero(c)),
+        "extra_cells": (c, add_cell(add_cell(c.notebook(right), "def _helper():\n    return 1", position=1),
+                                    "x_extra = _helper()"), points(c)),
+        "always_equal_object": (c, c.notebook(right, sources={num.grade_id: wrapped(c, num, ALWAYS_EQUAL)}),
+                                points(c, {num.grade_id})),
+        "float_subclass": (c, c.notebook(right, sources={num.grade_id: wrapped(c, num, FLOAT_SUBCLASS)}),
+                           points(c, {num.grade_id})),
+        "set_custom_exc": (c, add_cell(c.notebook(wrong), CUSTOM_EXC, position=1), zero(c)),
+        "ast_transformer": (c, add_cell(c.notebook(wrong), AST_TRANSFORMER, position=1), zero(c)),
+        "input_transformer": (c, add_cell(c.notebook(wrong), INPUT_TRANSFORMER, position=1), zero(c)),
+        "monkeypatched_checks": (c, add_cell(c.notebook(wrong), MONKEYPATCH, position=1), zero(c)),
+        "answer_key_routes": (c, add_cell(c.notebook(blank, sources=key_answers), key_search, position=1), zero(c)),
+        # Writes outside its folder, a detached process, a 300 MB file, 100 MB of output, a fork bomb:
+        # none of it costs the submission a point or leaves a trace.
+        "nasty_but_harmless": (c, _with_cells(c.notebook(right), WRITE_OUTSIDE.format(targets=outside), DETACHED,
+                                              BIG_FILE, BIG_OUTPUT, FORK_BOMB), points(c)),
+        "memory_hog": (c, c.notebook(right, sources={choice.grade_id: wrapped(c, choice, MEMORY_HOG)}),
+                       points(c, {choice.grade_id})),
+        "symlink_dir": (c, add_cell(c.notebook(blank), SYMLINK_DIR.format(forge=_forge(c, {"number", "choice"}))),
+                        zero(c)),
+        "symlink_files": (c, add_cell(c.notebook(blank), SYMLINK_FILES.format(forge=_forge(c, {"number", "choice"}))),
+                          zero(c)),
+        "fifo_and_dev_zero": (c, add_cell(c.notebook(right), FIFO_AND_DEV_ZERO), zero(c)),
+        "globals_and_frames_03": (c, c.notebook(right, sources={close.grade_id: wrapped(c, close, GLOBALS_AND_FRAMES)}),
+                                  points(c, {close.grade_id})),
+        "numpy_scalars": (c, c.notebook(right, sources={
+            e.grade_id: wrapped(c, e, NUMPY_SCALAR) for e in c.automatic
+            if _kinds(c).get(e.grade_id, set()) <= {"number", "choice"} and first_function(e.right)}), points(c)),
+        "crafted_records": (c, add_cell(c.notebook(right), crafted), points(c, crafted_hit)),
+        "injection_and_theft": (c, c.notebook(right, sources=injected), points(c, set(injected))),
+        "nbformat_3": (c, nbformat.convert(c.notebook(right), 3), points(c)),
+        "globals_and_frames_08": (c8, c8.notebook({e.grade_id: "right" for e in c8.exercises}, sources={
+            close8.grade_id: wrapped(c8, close8, GLOBALS_AND_FRAMES)}), points(c8, {close8.grade_id})),
+        "symlink_dir_08": (c8, add_cell(c8.notebook({}), SYMLINK_DIR.format(forge=_forge(c8, {"number", "choice"}))),
+                           zero(c8)),
     }
+    return cases
 
 
 def _leftover_processes() -> list[str]:
@@ -212,162 +481,801 @@ def _leftover_processes() -> list[str]:
     for proc in psutil.process_iter(["cmdline", "uids"]):
         cmd = " ".join(proc.info["cmdline"] or [])
         uid = proc.info["uids"].real if proc.info["uids"] else -1
-        if "4242" in cmd or "4243" in cmd or sandbox.NOBODY_BASE_UID <= uid < sandbox.NOBODY_BASE_UID + 100:
+        if "4242" in cmd or "4243" in cmd or uid in sandbox.UID_RANGE:
             found.append(f"{proc.pid} uid={uid} {cmd[:80]}")
     return found
 
 
-def _read_gradebook(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
+FILE_CASES = {
+    # student -> ({relative path: "right" | "blank" | bytes}, expected points of the chapter, ignored rows)
+    "file_with_py_and_upper_case": ({"{c}.ipynb": "right", "{c}.py": b"print('my code')", "{c}.IPYNB": "blank"},
+                                    "full", 2),
+    "file_copy_suffix": ({"{c} (1).ipynb": "right"}, "full", 0),
+    "file_in_subfolder": ({"work/{c}.ipynb": "right"}, "full", 0),
+    "file_in_dot_folder": ({".ipynb_checkpoints/{c}-checkpoint.ipynb": "right", ".hidden/{c}.ipynb": "right"},
+                           None, 2),
+    "file_two_copies": ({"{c} (1).ipynb": "right", "{c} (2).ipynb": "right"}, "zero", 0),
+    "file_huge": ({"{c}.ipynb": "huge"}, "zero", 0),
+}
 
 
 @pytest.fixture(scope="module")
 def adversarial_run(tmp_path_factory):
-    if not sandbox.bubblewrap_available():
-        message = "bubblewrap (bwrap) is not available; the adversarial suite needs the sandbox"
-        if os.environ.get("CI"):
-            pytest.fail(message + " (.ci/run installs Debian's bubblewrap)")
-        pytest.skip(message)
+    needs_bubblewrap()
     base = tmp_path_factory.mktemp("grading")
-    outside = ROOT / "utils" / "ESCAPED_BY_SUBMISSION"
+    outside = [str(ROOT / "utils" / "ESCAPED_BY_SUBMISSION"), str(ROOT / "solutions" / "ESCAPED"),
+               "/tmp/course-grader-escape", "/etc/course-grader-escape"]
     cases = adversarial_cases(outside)
-    for student, (content, _) in cases.items():
-        write(base / "submissions", student, content)
+    for student, (course, content, _) in cases.items():
+        write(base / "submissions", student, content, f"{course.name}.ipynb")
+    for student, (files, _, _) in FILE_CASES.items():
+        for relative, what in files.items():
+            relative = relative.format(c=CH03.name)
+            if what == "huge":
+                target = base / "submissions" / student / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "wb") as handle:
+                    handle.truncate(51 << 20)  # sparse: 51 MB on paper, nothing on disk
+                continue
+            content = what if isinstance(what, bytes) else CH03.notebook(
+                {e.grade_id: what for e in CH03.exercises})
+            write(base / "submissions", student, content, relative)
     log: list[str] = []
+    start = time.monotonic()
     rows = grading.grade(base / "submissions", base / "out", jobs=2, limits=TEST_LIMITS, progress=log.append)
-    return {"cases": cases, "rows": rows, "out": base / "out", "log": log, "outside": outside}
+    return {"cases": cases, "rows": rows, "out": base / "out", "log": log, "outside": outside,
+            "seconds": time.monotonic() - start}
 
 
-def test_every_adversarial_submission_gets_its_exact_score(adversarial_run):
+def test_adversarial_scores(adversarial_run):
+    """Every adversarial submission gets exactly the points of the exercises it really solved."""
     rows = adversarial_run["rows"]
-    scores = {}
-    for student in adversarial_run["cases"]:
-        mine = [r for r in rows if r.student == student]
-        assert len(mine) == 3, f"{student}: one row per exercise, got {len(mine)}"
-        assert sum(r.max_points for r in mine) == 4, f"{student}: a forged cell must not change max points"
-        assert all(r.status == "passed" or r.reason for r in mine), f"{student}: a failure needs a reason"
-        scores[student] = sum(r.points for r in mine)
-    expected = {s: e for s, (_, e) in adversarial_run["cases"].items()}
-    assert scores == expected
+    problems = []
+    for student, (course, _, expected) in adversarial_run["cases"].items():
+        mine = [r for r in rows if r.student == student and r.status != "ignored"]
+        got = {r.exercise: r.points for r in mine}
+        if got != expected:
+            problems.append(f"{student}: expected {expected}, got {got} "
+                            f"({[(r.exercise, r.status, r.reason) for r in mine if r.status != 'passed']})")
+        if {r.exercise: r.max_points for r in mine} != {e.label: e.points for e in course.exercises}:
+            problems.append(f"{student}: max points changed: {[(r.exercise, r.max_points) for r in mine]}")
+        if not all(r.status in ("passed", grading.NEEDS_MANUAL) or r.reason for r in mine):
+            problems.append(f"{student}: a failure without a reason")
+    assert not problems, "\n".join(problems)
 
 
 def test_adversarial_reasons_say_what_happened(adversarial_run):
     by = {(r.student, r.exercise): r for r in adversarial_run["rows"]}
-    assert "cell timeout" in by[("loop_top_level", "3.2")].reason
-    assert "timeout" in by[("loop_sigint_ignored", "3.2")].reason
-    assert "not a valid notebook" in by[("malformed_json", "3.1")].reason
-    assert by[("untouched_stub", "3.1")].status == "not attempted"
-    assert "not a plain value" in by[("always_equal_object", "3.2")].reason
-    assert "your code raised MemoryError" in by[("memory_hog", "3.3")].reason
+    num = _pick(CH03, "number") or _pick(CH03, "choice")
+    choice = _pick(CH03, "choice") or num
+    close = _pick(CH03, "close")
+    last = CH03.automatic[-1]
+    loop = by[("loop_in_function", num.label)].reason
+    # CPU time stops it on a machine that is not overloaded; the wall clock otherwise (both are said so).
+    assert re.search(r"^no result \(the same in a second run\): (cpu limit: .* used more than 6 s of CPU time"
+                     r"|wall limit: .* wall-clock limit after)", loop), loop
+    assert "killed by SIGSEGV (a segmentation fault)" in by[("segfault", last.label)].reason
+    assert "not a valid notebook" in by[("malformed_json", num.label)].reason
+    assert by[("untouched_stub", close.label)].status == "not attempted"
+    assert by[("untouched_stub", num.label)].status == "not attempted"
+    assert "not a plain value" in by[("always_equal_object", num.label)].reason
+    assert "not a plain value" in by[("float_subclass", num.label)].reason
+    assert "MemoryError" in by[("memory_hog", choice.label)].reason
+    for student in ("symlink_dir", "symlink_dir_08"):
+        assert all("replaced or removed" in r.reason for r in adversarial_run["rows"]
+                   if r.student == student and r.status != "ignored"), student
+    refused = [r.reason for r in adversarial_run["rows"] if r.student in ("symlink_files", "fifo_and_dev_zero")
+               and r.status == "failed"]
+    assert refused and all("unusable" in reason or "not attempted" in reason or "NotImplementedError" in reason
+                           for reason in refused), refused
+    assert any("unusable" in reason for reason in refused)
 
 
 def test_sandbox_contained_the_submissions(adversarial_run):
-    assert not adversarial_run["outside"].exists(), "a submission wrote into the repository"
-    assert not os.path.exists("/tmp/course-grader-escape"), "a submission wrote into the host's /tmp"
+    for target in adversarial_run["outside"]:
+        assert not os.path.exists(target), f"a submission wrote {target}"
     assert _leftover_processes() == [], "processes started by submissions survived grading"
 
 
-def test_gradebook_and_feedback_are_complete_and_reveal_no_hidden_tests(adversarial_run):
+def test_gradebook_complete_and_no_hidden_tests(adversarial_run):
     out = adversarial_run["out"]
     book = _read_gradebook(out / "gradebook.csv")
     assert list(book[0]) == grading.FIELDS
-    assert len(book) == 3 * len(adversarial_run["cases"])
-    hidden_sources = [c.source for c in notebooks.read(ROOT / "solutions" / f"{CHAPTER}.ipynb").cells
-                      if "BEGIN HIDDEN TESTS" in c.source]
-    hidden_lines = {ln.strip() for src in hidden_sources for ln in src.split("\n").__iter__()
-                    if len(ln.strip()) > 12 and "HIDDEN" not in ln}
-    for student in adversarial_run["cases"]:
-        text = (out / "feedback" / f"{student}.md").read_text()
-        assert f"# Feedback for {student}" in text and "Total:" in text
-        assert not any(line in text for line in hidden_lines)
-        assert "gen_hidden" not in text and "p_hidden" not in text
-    assert any("[29/29]" in line for line in adversarial_run["log"]), "progress is shown"
+    graded = [r for r in book if r["status"] != "ignored"]
+    students = set(adversarial_run["cases"]) | {s for s, (_, p, _) in FILE_CASES.items() if p}
+    assert {r["student"] for r in graded} == students
+    for student in students:
+        assert (out / "feedback" / f"{student}.md").exists()
+    assert any(re.search(r"^\[(\d+)/\1\] ", line) for line in adversarial_run["log"]), "progress is shown"
 
 
-def test_regrading_gives_identical_results_and_replaces_the_gradebook(tmp_path):
-    if not sandbox.bubblewrap_available() and not os.environ.get("CI"):
-        pytest.skip("bubblewrap (bwrap) is not available")
-    write(tmp_path / "subs", "ada", correct(ex03_3=WRONG["ex03_3"]))
-    write(tmp_path / "subs", "bo", learner())
+def _hidden_names_and_lines(course: Course) -> tuple[set[str], set[str]]:
+    """Names a chapter's hidden tests assign, and their source lines."""
+    names, lines = set(), set()
+    for cell in course.solution.cells:
+        if release.BEGIN_HIDDEN not in cell.source:
+            continue
+        hidden = cell.source.split(release.BEGIN_HIDDEN, 1)[1].split(release.END_HIDDEN, 1)[0]
+        lines |= {ln.strip() for ln in hidden.split("\n") if len(ln.strip()) > 12}
+        for node in ast.walk(ast.parse(hidden)):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names, lines
+
+
+def _fake_totals(text: str) -> list[str]:
+    """Lines of a feedback file a reader could take for a heading, a total or a table row other than the
+    file's own: the learner's text may appear only inside one table cell or inside a fenced block."""
+    lines = text.splitlines()
+    if len(lines) < 3 or not lines[2].startswith("Total:"):
+        return ["no total on line 3"]
+    allowed = re.compile(r"^(## \S+|### Your answer to exercise \S+ \(graded by hand\))$")
+    out, fence = [], None
+    for line in lines[3:]:
+        if fence:
+            fence = None if line == fence else fence
+            continue
+        opening = re.match(r"^(`{3,}|~{3,})text$", line)
+        if opening:
+            fence = opening.group(1)
+        elif line.startswith("Total:") or (line.startswith("#") and not allowed.match(line)):
+            out.append(line)
+        elif line.startswith("|") and len(re.findall(r"(?<!\\)\|", line)) != 4:
+            out.append(line)
+    return out
+
+
+def test_feedback_has_one_total_and_no_hidden_names(adversarial_run):
+    """Issue 20, item 9: the exception text cannot fake a heading or a table row, and nothing of the
+    hidden tests (their code, or the names they assign) reaches the feedback or the gradebook."""
+    out = adversarial_run["out"]
+    names, lines = _hidden_names_and_lines(CH03)
+    book = (out / "gradebook.csv").read_text()
+    for path in sorted((out / "feedback").glob("*.md")):
+        text = path.read_text()
+        assert _fake_totals(text) == [], path.name
+        for line in lines:
+            assert line not in text and line not in book, f"hidden line in {path.name}: {line}"
+        for name in names:
+            assert not re.search(rf"\b{re.escape(name)}\b", text), f"hidden name {name!r} in {path.name}"
+    for row in _read_gradebook(out / "gradebook.csv"):
+        assert "\n" not in row["reason"] and len(row["reason"]) <= grading.MAX_REASON
+    theft = [r for r in adversarial_run["rows"] if r.student == "injection_and_theft" and r.status == "failed"]
+    assert any("a hidden test failed (your code raised" in r.reason or "your code raised" in r.reason
+               for r in theft), [r.reason for r in theft]
+
+
+def test_file_cases_each_get_one_documented_row(adversarial_run):
+    """Issue 20, item 11: each file-name case gives one stable row, as the README says."""
+    rows = adversarial_run["rows"]
+    full, nothing = points(CH03), zero(CH03)
+    for student, (_, expected, ignored) in FILE_CASES.items():
+        mine = [r for r in rows if r.student == student]
+        graded = {r.exercise: r.points for r in mine if r.status != "ignored"}
+        assert graded == ({"full": full, "zero": nothing, None: {}}[expected]), (student, graded)
+        assert sum(r.status == "ignored" for r in mine) == ignored, (student, [(r.status, r.reason) for r in mine])
+        assert all(r.max_points == 0 and r.points == 0 for r in mine if r.status == "ignored")
+    by = {(r.student, r.exercise): r for r in rows if r.status != "ignored"}
+    label = CH03.automatic[0].label
+    assert "over the 50 MB limit for a notebook (--max-notebook-mb)" in by[("file_huge", label)].reason
+    assert "several files could be this chapter's notebook" in by[("file_two_copies", label)].reason
+    ignored = {}
+    for r in rows:
+        if r.status == "ignored":
+            ignored.setdefault(r.student, []).append(r.reason)
+    assert sorted(x.split(":")[1].strip() for x in ignored["file_with_py_and_upper_case"]) == [
+        "not a notebook; only " + CH03.name + ".ipynb is graded",
+        "not graded, " + CH03.name + ".ipynb is graded for this chapter"]
+    assert all("a hidden file or folder is not graded" in x for x in ignored["file_in_dot_folder"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 20 item by item, without a class
+
+
+def test_records_are_read_without_following_links(tmp_path):
+    """Item 1 and 2: links to correct records, FIFOs, /dev/zero, hard links, oversized files: refused,
+    at once, whatever they point at."""
+    import torch
+
+    real = tmp_path / "real"
+    real.mkdir()
+    plaindata.dump(4.0, real, "probe_0")
+    plaindata.dump(torch.ones(3), real, "probe_1")
+    plaindata.dump(4.0, real, "linked")
+    work = tmp_path / "work"
+    (work / "records").mkdir(parents=True)
+    os.symlink(real, work / "records" / "got")  # the folder is a link
+    fd = safeio.open_dir(work)
+    try:
+        with pytest.raises(safeio.Refused):
+            safeio.open_subdir(fd, "records/got")
+        os.remove(work / "records" / "got")
+        (work / "records" / "got").mkdir()
+        got = safeio.open_subdir(fd, "records/got")
+        os.symlink(real / "probe_0.json", work / "records" / "got" / "probe_0.json")  # a file is a link
+        os.mkfifo(work / "records" / "got" / "probe_1.json")  # a named pipe: must not block
+        os.symlink("/dev/zero", work / "records" / "got" / "probe_2.json")
+        os.link(real / "linked.json", work / "records" / "got" / "probe_3.json")  # a hard link
+        (work / "records" / "got" / "probe_4.json").write_bytes(b" " * (plaindata.MAX_JSON_BYTES + 1))
+        start = time.monotonic()
+        results = {i: plaindata.load(got, f"probe_{i}") for i in range(6)}
+        assert time.monotonic() - start < 2
+        os.close(got)
+    finally:
+        os.close(fd)
+    assert all(results[i]["status"] == "invalid" and "refused" in results[i]["detail"] for i in range(5)), results
+    assert results[5]["status"] == "missing"
+    # The same records, read where they really are, are fine: the refusal is about how they are reached.
+    real_fd = safeio.open_dir(real)
+    assert plaindata.load(real_fd, "probe_0") == {"status": "value", "value": 4.0}
+    os.close(real_fd)
+
+
+def test_reference_values_never_touch_the_disk():
+    """Item 1: after the reference run the expected values live in the grader's memory only."""
+    needs_bubblewrap()
+    grader = grading.Grader(SOLUTIONS[0].parent, TEST_LIMITS, "bwrap", names={CH03.name})
+    try:
+        grader.prepare(CH03.name)
+        left = sorted(p.relative_to(grader.scratch).as_posix() for p in grader.scratch.rglob("*")
+                      if not p.relative_to(grader.scratch).as_posix().startswith("course"))
+        assert left == [], left
+        chapter = grader.chapters[CH03.name]
+        assert set(chapter.reference) == {p.index for p in chapter.probes}
+        assert all(r["status"] == "value" for r in chapter.reference.values())
+    finally:
+        grader.close()
+
+
+def test_sandbox_sees_only_the_course_library(tmp_path):
+    """Item 3: inside the sandbox the repository is utils/ and coursetools/ and nothing else."""
+    needs_bubblewrap()
+    library = sandbox.stage_library(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    os.chmod(tmp_path, 0o711)
+    routes = [ROOT / ".git", ROOT / "solutions", ROOT / "_build", ROOT / "chapters", ROOT / "README.md",
+              Path(sys.prefix).parent / "solutions", Path(sys.prefix).parent / ".git"]
+    common = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-common-dir"], capture_output=True,
+                            text=True).stdout.strip()
+    routes.append((ROOT / common).resolve().parent / "solutions")
+    source = textwrap.dedent(f"""
+        import json, os, subprocess
+        seen = {{}}
+        for path in {[str(r) for r in routes]!r}:
+            seen[path] = os.path.exists(path)
+        git = subprocess.run(["git", "--git-dir", {str(ROOT / '.git')!r}, "log", "-1"], capture_output=True)
+        seen["git"] = git.returncode == 0
+        seen["/"] = sorted(os.listdir("/"))
+        seen["/course"] = sorted(os.listdir("/course"))
+        notebooks = []
+        for folder, dirs, files in os.walk("/"):
+            dirs[:] = [d for d in dirs if os.path.join(folder, d) not in ("/proc", "/sys", "/dev")]
+            notebooks += [os.path.join(folder, f) for f in files if f.endswith(".ipynb")]
+            if ".git" in dirs or ("HEAD" in files and "objects" in dirs and "refs" in dirs):
+                notebooks.append(folder + " (a git repository)")
+        seen["notebooks"] = [n for n in notebooks if "site-packages" not in n]
+        open("seen.json", "w").write(json.dumps(seen))
+    """)
+    # Keep the folder: run in a copy of the workdir logic, then read what the cell saw.
+    result = sandbox.run_jobs([sandbox.Job("cell", "cell 1", source=source)], work, library, TEST_LIMITS)
+    assert result.status == "finished", result
+    seen = json.loads((work / "seen.json").read_text())
+    assert not any(seen[str(r)] for r in routes), {k: v for k, v in seen.items() if v is True}
+    assert seen["git"] is False
+    assert seen["/course"] == ["coursetools", "utils"]
+    assert seen["notebooks"] == [], seen["notebooks"][:10]
+    assert not set(seen["/"]) - {"bin", "course", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "root",
+                                 "sbin", "submission", "tmp", "usr", "work", "opt", "home", "srv", "var"}
+    command = sandbox.bwrap_command(work, library, as_root=True)
+    sources = [command[i + 1] for i, a in enumerate(command) if a in ("--bind", "--ro-bind")]
+    allowed = {*sandbox.SYSTEM, str(library), str(work), *map(str, sandbox._python_paths())}
+    assert set(sources) <= allowed, set(sources) - allowed
+    assert "/" not in sources and str(ROOT) not in sources
+
+
+def test_user_ids_are_reserved_per_run():
+    """Item 4: two reservations never share an id, in one process or across processes."""
+    if os.geteuid() != 0:
+        pytest.skip("user ids are switched only when grading as root")
+    a, b = sandbox.UidReservation(), sandbox.UidReservation()
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from coursetools.grading import sandbox
+        r = sandbox.UidReservation()
+        print(r.uid, flush=True)
+        time.sleep(30)
+    """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        other = int(holder.stdout.readline())
+        c = sandbox.UidReservation()
+        assert len({a.uid, b.uid, c.uid, other}) == 4
+        c.release()
+    finally:
+        holder.kill()
+        holder.wait()
+        a.release()
+        b.release()
+
+
+def test_got_form_holds_no_expected_values():
+    """Item 5: in every chapter, the code that runs in the submission computes no expected value and
+    keeps its inputs in the probe's own scope (no global is assigned)."""
+    for path in SOLUTIONS:
+        chapter = grading.Chapter(path)
+        for index, check in chapter.checks.items():
+            tree = ast.parse(check.got_source)
+            function = tree.body[0]
+            assert len(tree.body) == 1 and function.name == probes.FUNCTION
+            assert not any(isinstance(n, (ast.Global, ast.Nonlocal))
+                           for n in ast.walk(tree))
+            expected_only = _expected_only_names(chapter.solution.cells[index].source)
+            leaked = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & expected_only
+            assert not leaked, f"{path.name} {check.exercise}: {leaked}"
+
+
+def _expected_only_names(source: str) -> set[str]:
+    """Names a check cell assigns that appear in an `expected` argument and in no `got` argument."""
+    tree = ast.parse(source)
+    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    in_got, in_expected = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in probes.KINDS \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "check" and len(node.args) >= 2:
+            in_got |= {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+            in_expected |= {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+    return (in_expected - in_got) & assigned
+
+
+def test_numpy_scalars_are_numbers_and_strings(tmp_path):
+    """Item 6: NumPy scalars are accepted by the grader exactly when the learner's self-check accepts
+    them; objects that merely claim to be equal are not."""
+    values = {"sqrt": np.sqrt(16.0), "f32": np.float32(4.0), "i64": np.int64(4), "str": np.str_("c"),
+              "bool": np.bool_(True)}
+    for stem, value in values.items():
+        plaindata.dump(value, tmp_path, stem)
+    fd = safeio.open_dir(tmp_path)
+    try:
+        got = {stem: plaindata.load(fd, stem)["value"] for stem in values}
+    finally:
+        os.close(fd)
+    assert got == {"sqrt": 4.0, "f32": 4.0, "i64": 4, "str": "c", "bool": True}
+    assert [type(v) for v in got.values()] == [float, float, int, str, bool]
+    for value in (np.sqrt(16.0), np.float32(4.0), np.int64(4)):
+        assert checks.number(value, 4.0) and checks.number(got["sqrt"], 4.0)
+    assert checks.choice(np.str_("c"), "c", ["a", "b", "c"]) and checks.choice(got["str"], "c", ["a", "b", "c"])
+
+    class Liar(np.float64):
+        def __eq__(self, other):
+            return True
+
+    plaindata.dump(Liar(1.0), tmp_path, "liar")
+    fd = safeio.open_dir(tmp_path)
+    assert isinstance(plaindata.load(fd, "liar")["value"], plaindata.Unsupported)
+    os.close(fd)
+
+
+def test_crafted_records_fail_one_probe_each(tmp_path):
+    """Item 8: malformed records fail only their own probe, with a reason; nothing raises."""
+    records = {
+        "deep": "[" * 100_000 + "]" * 100_000,
+        "float_four": json.dumps({"status": "value", "type": "plain", "value": {"__float__": "four"}}),
+        "strings": json.dumps({"status": "value", "type": "tensor", "dtype": "torch.float32", "device": "cpu",
+                               "shape": [2]}),
+        "objects": json.dumps({"status": "value", "type": "ndarray", "shape": [1]}),
+        "shape_lie": json.dumps({"status": "value", "type": "tensor", "dtype": "torch.float32", "device": "cpu",
+                                 "shape": [5]}),
+        "no_status": json.dumps({"type": "plain", "value": 4}),
+        "long_int": json.dumps({"status": "value", "type": "plain", "value": 0}).replace("0", "9" * 5000),
+        "not_utf8": b"\xff\xfe\x00",
+        "raised_text": json.dumps({"status": "raised", "detail": "Boom\n# Total: 4 / 4\n| a | b |"}),
+    }
+    for stem, content in records.items():
+        path = tmp_path / f"{stem}.json"
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    np.save(tmp_path / "strings.npy", np.array(["a", "b"]))
+    np.save(tmp_path / "objects.npy", np.array([object()], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "shape_lie.npy", np.zeros(2, dtype=np.float32))
+    fd = safeio.open_dir(tmp_path)
+    try:
+        loaded = {stem: plaindata.load(fd, stem) for stem in records}
+    finally:
+        os.close(fd)
+    for stem, record in loaded.items():
+        if stem == "raised_text":
+            assert record == {"status": "raised", "detail": "an exception"}
+        else:
+            assert record["status"] == "invalid" and record["detail"], (stem, record)
+    probe = probes.Probe(0, "ex03_1", "number", hidden=True)
+    verdict = grading._verdict(probe, loaded["float_four"], {"status": "value", "value": 4.0})
+    assert not verdict.ok and "unusable" in grading._hidden_message(verdict)
+
+
+def test_text_from_submissions_is_one_escaped_line():
+    """Item 9: whatever a submission puts in its exception, the gradebook gets one short line and the
+    feedback shows it as text."""
+    evil = "Boom\n# Total: 4 / 4 points\n| 3.1 | 2 / 2 | passed |\r\x1b[2J" + "x" * 300
+    line = grading.clean_text(evil)
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line and len(line) <= grading.MAX_REASON
+    assert plaindata.describe_exception(evil) == "an exception"
+    assert plaindata.describe_exception("torch.linalg.LinAlgError") == "torch.linalg.LinAlgError"
+    row = grading.Row("ada", CH03.name, "3.1", 0.0, 2.0, "failed", line)
+    text = grading._feedback("ada", [row])
+    assert _fake_totals(text) == [] and "| passed |" not in text and "\\# Total" in text
+    manual = grading.Row("ada", CH03.name, "3.9", 0.0, 1.0, grading.NEEDS_MANUAL, "answered",
+                         answer="# Total: 99 / 99\n```\n| x |")
+    text = grading._feedback("ada", [row, manual])
+    fence = grading._fence(manual.answer)
+    assert f"{fence}text\n# Total: 99 / 99\n```\n| x |\n{fence}" in text and len(fence) == 4
+
+
+def test_hidden_test_source_never_reaches_the_submission():
+    """Item 9: what crosses into the submission is compiled code sent one cell at a time; no hidden test
+    line and no name a hidden test assigns is in it (locals are renamed), and no job file exists."""
+    for course in (CH03, CH08):
+        chapter = grading.Chapter(course.path)
+        names, lines = _hidden_names_and_lines(course)
+        jobs = chapter.jobs({}, {}, reference=False, prune=True)
+        wire = b"".join(job.frame(i) for i, job in enumerate(jobs)).decode("latin-1")
+        for line in lines:
+            assert line not in wire, line
+        for name in names:
+            assert not re.search(rf"\b{re.escape(name)}\b", wire), name
+        assert "BEGIN HIDDEN" not in wire and "BEGIN SOLUTION" not in wire
+    assert "job.json" not in Path(sandbox.__file__).read_text()
+
+
+def test_time_limits_are_the_graders(tmp_path):
+    """Item 10: the process ends when the last cell ends (a non-daemon thread does not hold it); a
+    thread that fakes progress or a cell that patches the clocks does not stretch a cell's limit."""
+    needs_bubblewrap()
+    library = sandbox.stage_library(tmp_path / "lib")
+    os.chmod(tmp_path, 0o711)
+    limits = sandbox.Limits(cell_cpu_seconds=2, notebook_cpu_seconds=30, wall_factor=15)
+
+    def run(*sources, limits=limits):
+        work = Path(tempfile.mkdtemp(dir=tmp_path))
+        jobs = [sandbox.Job("cell", f"cell {i + 1}", source=s) for i, s in enumerate(sources)]
+        return sandbox.run_jobs(jobs, work, library, limits)
+
+    thread = "import threading, time\nthreading.Thread(target=time.sleep, args=(1000,)).start()"
+    result = run(thread, "x = 1")
+    assert result.status == "finished" and result.wall_seconds < 10, result
+    fake_progress = textwrap.dedent("""
+        import os, sys, threading, time, json
+        fd = int(sys.argv[1])
+        def fake():
+            for i in range(10 ** 6):
+                os.write(fd, (json.dumps({"done": i % 50, "error": None}) + "\\n").encode())
+                time.sleep(0.001)
+        threading.Thread(target=fake, daemon=True).start()
+        while True:
+            pass
+    """)
+    result = run(fake_progress, *["x = 1"] * 30)
+    assert result.status in ("protocol", "cpu limit") and result.wall_seconds < limits.cell_wall_seconds, result
+    clocks = "import time\ntime.time = lambda: 0.0\ntime.monotonic = lambda: 0.0\ntime.perf_counter = lambda: 0.0\n" + LOOP
+    result = run(clocks)
+    assert result.status == "cpu limit" and "cell 1 used more than 2 s of CPU time" in result.detail, result
+    sleepy = sandbox.Limits(cell_cpu_seconds=1, notebook_cpu_seconds=30, wall_factor=4)
+    result = run(SLEEP, limits=sleepy)
+    assert result.status == "wall limit" and "wall-clock limit" in result.detail, result
+    assert "after 4 s of wall time" in result.detail and sleepy.cell_wall_seconds <= result.wall_seconds < 10
+    assert _leftover_processes() == []
+
+
+def test_exit_reasons_name_the_signal():
+    assert sandbox.exit_reason(139, sandboxed=True) == "killed by SIGSEGV (a segmentation fault)"
+    assert sandbox.exit_reason(-9, sandboxed=False) == "killed by SIGKILL (killed)"
+    assert sandbox.exit_reason(1, sandboxed=True) == "exit code 1"
+    assert sandbox.exit_reason(137, sandboxed=False) == "exit code 137"
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 4: concurrent runs and a busy machine
+
+
+def _small_class(folder: Path) -> dict[str, dict[str, float]]:
+    """Two submissions of chapter 03, all right and mixed (right, wrong, blank); student -> label -> points."""
+    right = {e.grade_id: "right" for e in CH03.exercises}
+    mixed = CH03.class_patterns(4, seed=20)[3]
+    expected = {}
+    for student, states in (("ana", right), ("cai", mixed)):
+        write(folder, student, CH03.notebook(states), f"{CH03.name}.ipynb")
+        expected[student] = {label: pts for label, (pts, _) in CH03.expected(states).items()}
+    return expected
+
+
+def _scores(gradebook: Path) -> dict[str, dict[str, float]]:
+    scores: dict[str, dict[str, float]] = {}
+    for row in _read_gradebook(gradebook):
+        scores.setdefault(row["student"], {})[row["exercise"]] = float(row["points"])
+    return scores
+
+
+GRADE_COMMAND = [sys.executable, "-m", "coursetools.grading", "--cell-timeout", "6", "--notebook-timeout", "60",
+                 "--wall-factor", "5", "--memory-gb", "3", "--jobs", "1"]
+
+
+def test_concurrent_runs_give_identical_gradebooks(tmp_path):
+    """Item 4: the same class graded by two, then four grader processes at once: identical gradebooks,
+    all right (a run no longer kills another run's processes or shares its user ids)."""
+    needs_bubblewrap()
+    expected = _small_class(tmp_path / "subs")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for count in (2, 4):
+        procs = [subprocess.Popen([*GRADE_COMMAND, str(tmp_path / "subs"), "--out", str(tmp_path / f"out{count}-{k}")],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for k in range(count)]
+        outputs = [p.communicate(timeout=600)[0] for p in procs]
+        assert all(p.returncode == 0 for p in procs), outputs
+        books = [(tmp_path / f"out{count}-{k}" / "gradebook.csv").read_text() for k in range(count)]
+        assert len(set(books)) == 1, f"{count} concurrent runs disagree"
+        assert _scores(tmp_path / f"out{count}-0" / "gradebook.csv") == expected
+    assert _leftover_processes() == []
+
+
+def test_grading_beside_a_cpu_hog(tmp_path):
+    """Item 4: with every core busy, the same grades; limits count CPU time, so correct work is not cut off."""
+    needs_bubblewrap()
+    expected = _small_class(tmp_path / "subs")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        rows = grading.grade(tmp_path / "subs", tmp_path / "out", jobs=2, limits=TEST_LIMITS, progress=lambda _: None)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert _scores(tmp_path / "out" / "gradebook.csv") == expected
+    assert not any("limit" in r.reason for r in rows), [r.reason for r in rows if "limit" in r.reason]
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 7: without the sandbox
+
+
+def test_no_sandbox_refuses_root_and_says_why(tmp_path):
+    messages: list[str] = []
+    if os.geteuid() == 0:
+        with pytest.raises(grading.GradingRefused) as refused:
+            grading.resolve_mode("none", allow_root=False, progress=messages.append)
+        assert "refusing to grade as root without the sandbox" in str(refused.value)
+        assert "switched off with --no-sandbox" in str(refused.value) and "--allow-root" in str(refused.value)
+        assert "is not installed" not in str(refused.value) or not sandbox.bubblewrap_available()
+        assert grading.resolve_mode("none", allow_root=True, progress=messages.append) == "none"
+        assert "reserved unprivileged user id" in messages[-1]
+    else:
+        assert grading.resolve_mode("none", allow_root=False, progress=messages.append) == "none"
+        assert "as your own user" in messages[-1]
+    assert "switched off with --no-sandbox" in messages[-1] and "solutions/" in messages[-1]
+    (tmp_path / "subs").mkdir()
+    result = subprocess.run([sys.executable, "-m", "coursetools.grading", str(tmp_path / "subs"), "--out",
+                             str(tmp_path / "out"), "--no-sandbox"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if os.geteuid() == 0:
+        assert result.returncode == 2 and "refusing to grade as root" in result.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def test_no_sandbox_forced_as_root_contains_the_submission(tmp_path):
+    """Item 7: forced without the sandbox as root, a submission runs as an unprivileged user: it cannot
+    write solutions/, the grader's code or /etc, and a detached child cannot rewrite the gradebook."""
+    if os.geteuid() != 0:
+        pytest.skip("this is about grading as root")
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    shutil.copy(CH03.path, solutions / CH03.path.name)
     out = tmp_path / "out"
-    grading.grade(tmp_path / "subs", out, jobs=2, limits=TEST_LIMITS, progress=lambda _: None)
-    first = (out / "gradebook.csv").read_text()
-    (out / "feedback" / "stale.md").write_text("left from an earlier run")
-    grading.grade(tmp_path / "subs", out, jobs=1, limits=TEST_LIMITS, progress=lambda _: None)
-    assert (out / "gradebook.csv").read_text() == first
-    assert sorted(p.name for p in (out / "feedback").iterdir()) == ["ada.md", "bo.md"]
-    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
-    rows = _read_gradebook(out / "gradebook.csv")
-    assert [(r["student"], r["exercise"], r["points"]) for r in rows] == [
-        ("ada", "3.1", "2.0"), ("ada", "3.2", "1.0"), ("ada", "3.3", "0.0"),
-        ("bo", "3.1", "0.0"), ("bo", "3.2", "0.0"), ("bo", "3.3", "0.0"),
-    ]
+    targets = [str(solutions / "ESCAPED"), str(ROOT / "coursetools" / "ESCAPED"), "/etc/course-grader-escape",
+               str(out / "gradebook.csv")]
+    rewrite = textwrap.dedent(f"""
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3); open({str(out / 'gradebook.csv')!r}, 'w').write('4242')"],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """)
+    right = {e.grade_id: "right" for e in CH03.exercises}
+    nb = add_cell(add_cell(CH03.notebook(right), WRITE_OUTSIDE.format(targets=targets)), rewrite)
+    write(tmp_path / "subs", "ada", nb, f"{CH03.name}.ipynb")
+    messages: list[str] = []
+    try:
+        grading.grade(tmp_path / "subs", out, limits=TEST_LIMITS, solutions_dir=solutions, sandbox_mode="none",
+                      allow_root=True, progress=messages.append)
+        time.sleep(4)  # longer than the detached child waited
+        assert _scores(out / "gradebook.csv") == {"ada": points(CH03)}
+        for target in targets[:3]:
+            assert not os.path.exists(target), target
+        assert _leftover_processes() == []
+        assert any("WARNING: the sandbox is switched off with --no-sandbox" in m for m in messages)
+    finally:
+        for target in targets[:3]:
+            if os.path.exists(target):
+                os.remove(target)
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 14: a class, and exercises graded by hand
+
+
+def _class_chapters() -> list[Course]:
+    names = ["03", "08"] + [p.name[:2] for p in SOLUTIONS if p.name[:2] not in ("03", "08")]
+    return [CH03, CH08, Course(chapter_path(names[2]))]
+
+
+def test_class_of_30_across_three_chapters(tmp_path):
+    """Issue 14, item 5: ten students x three chapters, answers right, wrong or blank per exercise:
+    every row's points and status are exactly what the answers deserve."""
+    needs_bubblewrap()
+    courses = _class_chapters()
+    expected: dict[tuple[str, str, str], tuple[float, set[str]]] = {}
+    for course in courses:
+        for k, states in enumerate(course.class_patterns(10, seed=14)):
+            student = f"student{k:02d}"
+            write(tmp_path / "subs", student, course.notebook(states), f"{course.name}.ipynb")
+            for label, outcome in course.expected(states).items():
+                expected[(student, course.name, label)] = outcome
+    rows = grading.grade(tmp_path / "subs", tmp_path / "out", jobs=2, limits=TEST_LIMITS, progress=lambda _: None)
+    got = {(r.student, r.chapter, r.exercise): r for r in rows}
+    assert set(got) == set(expected)
+    problems = [f"{key}: expected {pts} {statuses}, got {got[key].points} {got[key].status} ({got[key].reason})"
+                for key, (pts, statuses) in expected.items()
+                if got[key].points != pts or got[key].status not in statuses]
+    assert not problems, "\n".join(problems)
+    assert len({(r.student, r.chapter) for r in rows}) == 30
+
+
+MANUAL_NOTEBOOK = [
+    ("markdown", "# Chapter 99: a tiny chapter for the grader's tests", {}),
+    ("code", "from utils import checks as check", {}),
+    ("markdown", "### Exercise 99.1 (implement, ★, 2 min)\n\nReturn twice `x`.", {}),
+    ("code", "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
+     {"grade": False, "grade_id": "ex99_1", "locked": False, "schema_version": 3, "solution": True, "task": False}),
+    ("code", 'check.exercise("99.1", lambda: check.number(double(2), 4.0, name="double(2)"))\n'
+             "### BEGIN HIDDEN TESTS\n"
+             'check.require(lambda: check.number(double(21), 42.0, name="double(21)"))\n'
+             "### END HIDDEN TESTS",
+     {"grade": True, "grade_id": "ex99_1_check", "locked": True, "points": 2, "schema_version": 3,
+      "solution": False, "task": False}),
+    ("markdown", "### Exercise 99.2 (explain, ★★, 10 min)\n\nWhy does attention scale the scores?", {}),
+    ("markdown", "### BEGIN SOLUTION\nThe scores' variance grows with $d_k$; the scale keeps the softmax out of "
+                 "saturation.\n### END SOLUTION",
+     {"grade": True, "grade_id": "ex99_2", "locked": False, "points": 3, "schema_version": 3, "solution": True,
+      "task": False}),
+    ("markdown", "Rubric: 3 points for variance and saturation.", {"tags": ["rubric"]}),
+]
+
+
+def _manual_solutions(folder: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    for kind, source, meta in MANUAL_NOTEBOOK:
+        cell = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
+        if meta.get("tags"):
+            cell.metadata["tags"] = meta["tags"]
+        elif meta:
+            cell.metadata["nbgrader"] = meta
+        nb.cells.append(cell)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "99_manual_demo.ipynb"
+    notebooks.write(nb, path)
+    return path
+
+
+def test_manual_exercises_are_listed_for_hand_grading(tmp_path):
+    """Explain exercises: answered ones are "needs manual grading" with 0 automatic points and their
+    maximum; blank ones "not attempted"; the text goes to the feedback (as text) and to manual/."""
+    needs_bubblewrap()
+    course = Course(_manual_solutions(tmp_path / "solutions"))
+    answer = "Because the variance of q·k grows like d_k.\n\n# Total: 99 / 99 points\n```python\nprint(1)\n```"
+    cases = {
+        "ana": ({e.grade_id: "right" for e in course.exercises}, {}),
+        "ben": ({"ex99_1": "right", "ex99_2": "blank"}, {}),
+        "cai": ({"ex99_1": "wrong"}, {"ex99_2": answer}),
+    }
+    for student, (states, sources) in cases.items():
+        write(tmp_path / "subs", student, course.notebook(states, sources), f"{course.name}.ipynb")
+    # A second chapter whose hidden test is not a probe (an authoring error): its rows say so, the
+    # other chapter is graded as usual.
+    broken = notebooks.read(course.path)
+    broken.cells[4].source = broken.cells[4].source.replace(
+        'check.require(lambda: check.number(double(21), 42.0, name="double(21)"))', "assert double(21) == 42")
+    notebooks.write(broken, tmp_path / "solutions" / "98_broken.ipynb")
+    write(tmp_path / "subs", "ana", course.notebook({}), "98_broken.ipynb")
+    log: list[str] = []
+    rows = grading.grade(tmp_path / "subs", tmp_path / "out", limits=TEST_LIMITS, solutions_dir=tmp_path / "solutions",
+                         progress=log.append)
+    errors = [r for r in rows if r.chapter == "98_broken"]
+    assert [(r.exercise, r.status, r.max_points) for r in errors] == [("99.1", "error", 2.0), ("99.2", "error", 3.0)]
+    assert all("the chapter cannot be graded" in r.reason for r in errors)
+    assert any(line.startswith("ERROR: chapter 98_broken is not graded") for line in log)
+    rows = [r for r in rows if r.chapter != "98_broken"]
+    by = {(r.student, r.exercise): (r.points, r.max_points, r.status) for r in rows}
+    assert by == {
+        ("ana", "99.1"): (2.0, 2.0, "passed"), ("ana", "99.2"): (0.0, 3.0, "needs manual grading"),
+        ("ben", "99.1"): (2.0, 2.0, "passed"), ("ben", "99.2"): (0.0, 3.0, "not attempted"),
+        ("cai", "99.1"): (0.0, 2.0, "failed"), ("cai", "99.2"): (0.0, 3.0, "needs manual grading"),
+    }
+    feedback = (tmp_path / "out" / "feedback" / "cai.md").read_text()
+    assert answer in feedback and "````text\n" + answer + "\n````" in feedback
+    assert sum("Total:" in line for line in feedback.splitlines()) == 2  # ours, and the learner's text in a fence
+    assert feedback.count("\nTotal: 0 / 5 points (3 of them graded by hand, not yet included)") == 1
+    ana = (tmp_path / "out" / "feedback" / "ana.md").read_text()
+    assert "The scores' variance grows with $d_k$" in ana
+    manual = (tmp_path / "out" / "manual" / course.name / "99.2.md").read_text()
+    assert "## ana" in manual and "## cai" in manual and "## ben\n\n(no answer written)" in manual
+    assert answer in manual
+    book = [r for r in _read_gradebook(tmp_path / "out" / "gradebook.csv") if r["chapter"] != "98_broken"]
+    model = course.exercise("ex99_2").right
+    assert [r["reason"] for r in book if r["exercise"] == "99.2"] == [
+        f"answered ({len(model.split())} words); graded by hand", "no answer written (this exercise is graded by hand)",
+        f"answered ({len(answer.split())} words); graded by hand"]
+
+
+def test_handin_lists_manual_exercises(tmp_path):
+    """The hand-in check lists explain exercises as answered / not answered (to be graded by hand)."""
+    from coursetools.handin import ANSWERED, NOT_ANSWERED, summarise
+
+    course = Course(_manual_solutions(tmp_path / "solutions"))
+    blank, answered = tmp_path / "blank.ipynb", tmp_path / "answered.ipynb"
+    notebooks.write(course.notebook({}), blank)
+    notebooks.write(course.notebook({e.grade_id: "right" for e in course.exercises}), answered)
+    env_path = os.environ.get("PYTHONPATH")
+    results, problems = summarise(blank)
+    assert results == {"99.1": "not attempted yet", "99.2": NOT_ANSWERED}, (results, problems, env_path)
+    results, problems = summarise(answered)
+    assert results == {"99.1": "passed", "99.2": ANSWERED} and problems == []
+
+
+# --------------------------------------------------------------------------------------------------
+# Probes, the README
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_every_check_cell_can_be_turned_into_probes(path):
-    nb = notebooks.read(path)
-    graded = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
-    assert graded
-    for cell in graded:
-        grade_id = cell.metadata.nbgrader.grade_id
-        source, found = probes.transform(cell.source, grade_id.removesuffix("_check"), 0, reference=False)
-        assert found and any(p.hidden for p in found), f"{grade_id}: needs visible and hidden probes"
-        assert "check.require" not in source and "check.exercise" not in source
+    chapter = grading.Chapter(path)
+    assert chapter.checks
+    for check in chapter.checks.values():
+        assert check.probes and any(p.hidden for p in check.probes), f"{check.exercise}: needs hidden probes"
+        for form in ("got", "expected"):
+            assert check.compiled(form).co_name == probes.FUNCTION
+        assert "check.require" not in check.got_source and "check.exercise" not in check.got_source
 
 
 def test_probe_cells_keep_setup_and_record_instead_of_judging():
     source = (
-        "x = 1\ncheck.exercise('9.1', lambda: check.number(f(x), 2.0, name='f(1)'))\n"
-        "### BEGIN HIDDEN TESTS\ny = 5\ncheck.require(lambda: check.choice(g(y), 'b', ['a', 'b']))\n"
+        "x = 1\nref = 2.0 * x\ncheck.exercise('9.1', lambda: check.number(f(x), ref, name='f(1)'))\n"
+        "### BEGIN HIDDEN TESTS\ntorch.manual_seed(5)\ny_hidden = torch.randn(3)\nwant = g_ref(y_hidden)\n"
+        "check.require(lambda: check.choice(g(y_hidden), 'b', ['a', 'b']))\n"
         "### END HIDDEN TESTS"
     )
-    learner_src, found = probes.transform(source, "ex09_1", 7, reference=False)
-    assert learner_src.splitlines() == ["x = 1", "__probe__(7, lambda: f(x))", "y = 5", "__probe__(8, lambda: g(y))"]
-    assert [(p.kind, p.hidden, p.kwargs) for p in found] == [("number", False, {"name": "f(1)"}), ("choice", True, {})]
-    reference_src, _ = probes.transform(source, "ex09_1", 7, reference=True)
-    assert "__probe__.expected(7, lambda: 2.0)" in reference_src
+    check = probes.transform(source, "ex09_1", 7)
+    got = check.got_source.splitlines()
+    assert got[0] == f"def {probes.FUNCTION}({probes.RECORDER}):"
+    assert [line.strip() for line in got[1:]] == [
+        "_g0 = 1", "__probe__(7, lambda: f(_g0))", "torch.manual_seed(5)", "_g1 = torch.randn(3)",
+        "__probe__(8, lambda: g(_g1))"]
+    assert "ref" not in check.got_source and "want" not in check.got_source and "y_hidden" not in check.got_source
+    assert "__probe__(7, lambda: ref)" in check.expected_source
+    assert [(p.kind, p.hidden, p.kwargs) for p in check.probes] == [("number", False, {"name": "f(1)"}),
+                                                                   ("choice", True, {})]
+    assert check.got_uses == {"f", "g", "torch"}
     with pytest.raises(probes.ProbeError):
-        probes.transform("check.require(lambda: check.close(f(x), y, name=compute()))", "ex09_2", 0, False)
+        probes.transform("check.require(lambda: check.close(f(x), y, name=compute()))", "ex09_2", 0)
+    for hidden in ("assert f(2) == 4", "if True:\n    check.require(lambda: check.number(f(2), 4.0))",
+                   "check.number(f(2), 4.0)"):
+        with pytest.raises(probes.ProbeError, match="a hidden test must be"):
+            probes.transform(f"check.exercise('9.1', lambda: check.number(f(1), 2.0))\n{release.BEGIN_HIDDEN}\n"
+                             f"{hidden}\n{release.END_HIDDEN}", "ex09_1", 0)
 
 
-def test_plain_data_refuses_pickles_subclasses_and_oversized_files(tmp_path):
-    import torch
-
-    plaindata.dump(torch.arange(6, dtype=torch.float32).reshape(2, 3), tmp_path, "t")
-    record = plaindata.load(tmp_path, "t")
-    assert record["status"] == "value" and record["value"].dtype == torch.float32
-    assert record["value"].tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
-
-    class Sneaky(float):
-        pass
-
-    plaindata.dump(Sneaky(4.0), tmp_path, "f")
-    assert isinstance(plaindata.load(tmp_path, "f")["value"], plaindata.Unsupported)
-    plaindata.dump([1, "a", None, float("inf")], tmp_path, "p")
-    assert plaindata.load(tmp_path, "p")["value"] == [1, "a", None, float("inf")]
-    # A pickled object array planted in place of a record is refused, not unpickled.
-    np.save(tmp_path / "evil.npy", np.array([object()], dtype=object), allow_pickle=True)
-    (tmp_path / "evil.json").write_text(json.dumps({"status": "value", "type": "ndarray"}))
-    assert plaindata.load(tmp_path, "evil")["status"] == "invalid"
-    (tmp_path / "huge.json").write_text(" " * (plaindata.MAX_JSON_BYTES + 1))
-    assert plaindata.load(tmp_path, "huge")["status"] == "invalid"
-    assert plaindata.load(tmp_path, "absent")["status"] == "missing"
-
-
-def test_handin_check_reports_each_exercise():
-    from coursetools.handin import summarise
-
-    results, problems = summarise(ROOT / "chapters" / f"{CHAPTER}.ipynb")
-    assert results == {"3.1": "not attempted yet", "3.2": "not attempted yet", "3.3": "not attempted yet"}
-    assert problems == []
-    solved = ROOT / "solutions" / f"{CHAPTER}.ipynb"
-    results, problems = summarise(solved)
-    assert set(results.values()) == {"passed"} and problems == []
-
-
-def test_readme_documents_the_grading_command():
+def test_readme_documents_grading_and_the_nbgrader_route():
+    """Item 12 (and item 11's rules): the README says how to grade, the file rules and limits, and that
+    nbgrader needs the course library in its kernel and the activated environment for alembic."""
     text = (ROOT / "README.md").read_text()
-    assert re.search(r"python -m utils\.grading submissions/ --out \S+ --jobs", text)
+    assert re.search(r"python -m coursetools\.grading submissions/ --out \S+ --jobs", text)
     assert "python -m coursetools.handin" in text and "nbgrader" in text
+    flat = " ".join(text.split())
+    for needle in ("needs manual grading", "--max-notebook-mb", "50 MB", "nbformat 3", "(1).ipynb",
+                   ".ipynb_checkpoints", "--allow-root", "alembic", "importable in nbgrader's kernel",
+                   "silently gives 0"):
+        assert needle in flat, f"README: missing {needle!r}"

@@ -1,10 +1,10 @@
-"""A learner's session: JupyterLab opens chapter 03, runs every cell, renders MyST, and the widget responds."""
+"""A learner's session: JupyterLab opens on a workspace made by coursetools.workspace (as the set-up
+does), runs every chapter, renders MyST, and every widget responds."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 from browser import browser_page, free_port, require_chromium
-from course_paths import CHAPTERS, ROOT
+from course_paths import CHAPTERS
 
-from coursetools import notebooks
+from coursetools import notebooks, workspace
 
 pytestmark = pytest.mark.browser
 
@@ -23,9 +23,13 @@ NOTEBOOK = "03_scaled_dot_product_attention.ipynb"
 
 @pytest.fixture()
 def jupyterlab(tmp_path):
-    """JupyterLab on 127.0.0.1 over a scratch copy of chapters/ (so nothing in the repo is saved over)."""
-    work = tmp_path / "work"
-    shutil.copytree(ROOT / "chapters", work)
+    """JupyterLab on 127.0.0.1 over a scratch workspace (so nothing in the repo is saved over).
+
+    The workspace and the command line are made by coursetools.workspace, as in the README's set-up
+    (`lab` adds --allow-root when the tests run as root).
+    """
+    work = tmp_path / "my-work"
+    assert len(workspace.create(work)) == len(CHAPTERS)
     settings = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     # Render every cell, not only those in view, so the whole notebook is in the page.
@@ -35,13 +39,11 @@ def jupyterlab(tmp_path):
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
-         "--allow-root", f"--ServerApp.root_dir={work}", "--LabApp.news_url=",
-         "--ServerApp.open_browser=False"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-    )
+    command = workspace.lab_command(work, [
+        "--no-browser", f"--port={port}", "--ip=127.0.0.1", "--ServerApp.token=", "--ServerApp.password=",
+        "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=", "--ServerApp.open_browser=False"])
+    assert command[0] == sys.executable
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
     while time.time() < deadline:
@@ -120,6 +122,13 @@ def _run_all(page, base: str, path) -> None:
         assert page.locator(".jp-MarkdownCell svg[aria-roledescription^='flowchart']").count() >= 1
 
 
+def _no_truncated_labels(page) -> None:
+    """Issue 18.6: every widget label is shown whole ("temperature", not "temperat…")."""
+    cut = page.evaluate("() => [...document.querySelectorAll('.widget-label, .widget-label-basic')]"
+                        ".filter(e => e.innerText.trim() && e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)")
+    assert cut == [], f"truncated widget labels: {cut}"
+
+
 def _readouts(page) -> list[str]:
     return page.evaluate("() => [...document.querySelectorAll('.widget-html-content')].map(e => e.innerText)")
 
@@ -142,7 +151,11 @@ def test_chapter_runs_in_jupyterlab_and_its_widget_responds(jupyterlab, path):
     with browser_page(f"jupyterlab_{path.stem}") as (page, _requests):
         _run_all(page, jupyterlab, path)
         page.wait_for_selector(".widget-html-content")
+        _no_truncated_labels(page)
         before = _readouts(page)
+        if path.name.startswith("02_"):  # the τ slider shows the temperature the readout uses
+            shown = page.locator(".widget-slider .widget-readout").first.inner_text().strip()
+            assert any(f"τ = {shown}" in text for text in before), (shown, before)
         handles = page.locator(".widget-slider .noUi-handle")
         selects = page.locator(".widget-dropdown select")
         toggles = page.locator(".widget-toggle-buttons button:not(.mod-active)")
@@ -180,9 +193,15 @@ def test_visualizer_recomputes_for_a_typed_sentence(jupyterlab, path):
         before = _readouts(page)
         image = page.locator(".widget-output img").first
         image_before = image.get_attribute("src") if image.count() else None
+        _no_truncated_labels(page)
         box.fill("the small dog chased the red ball because it was fast")
         page.get_by_role("button", name="Calculate Attention").first.click()
         assert _wait_for_change(page, before), "the readout did not change after Calculate Attention"
+        # Enter in the text box does what the button does (issue 18.6).
+        after_button = _readouts(page)
+        box.fill("she said that he was tired")
+        box.press("Enter")
+        assert _wait_for_change(page, after_button), "Enter in the text box changed nothing"
         if image_before is not None:
             page.wait_for_function(
                 "(src) => { const i = document.querySelector('.widget-output img'); return i && i.src !== src }",

@@ -7,10 +7,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from utils.qkv import QKVProjection, encode_tags, hard_lookup, self_attention, soft_lookup, video_table
+from utils.qkv import (
+    AttentiveRNNClassifier,
+    QKVProjection,
+    encode_tags,
+    hard_lookup,
+    self_attention,
+    soft_lookup,
+    video_table,
+)
+from utils.tolerances import assert_close
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-TOL = {torch.float32: 1e-6, torch.float64: 1e-12}
 
 
 def _check_soft_lookup(device: str, dtype: torch.dtype) -> None:
@@ -22,7 +30,7 @@ def _check_soft_lookup(device: str, dtype: torch.dtype) -> None:
         ours, weights = soft_lookup(q, k, v, temperature=tau)
         ref = F.scaled_dot_product_attention(q, k, v, scale=1 / tau)
         assert ours.device == q.device and ours.dtype == dtype
-        assert (ours - ref).abs().max().item() < TOL[dtype]
+        assert_close(ours, ref, what=f"soft_lookup vs SDPA at tau={tau}", kernel="fused")
         assert torch.allclose(weights.sum(-1), torch.ones((), dtype=dtype, device=device))
 
 
@@ -41,8 +49,8 @@ def _check_mha(device: str) -> None:
         x = torch.randn(3, 7, d, device=device)  # (B, T, d_model)
         ours, ours_w = self_attention(x, projection)
         ref, ref_w = mha(x, x, x)
-    assert (ours - ref).abs().max().item() < 1e-5
-    assert (ours_w - ref_w).abs().max().item() < 1e-6
+    assert_close(ours, ref, what="self_attention vs nn.MultiheadAttention")
+    assert_close(ours_w, ref_w, what="weights vs nn.MultiheadAttention")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -98,3 +106,50 @@ def test_shared_projection_gives_symmetric_scores():
     with torch.no_grad():
         q, k, _ = separate(x)
     assert not torch.allclose(q @ k.T, (q @ k.T).T, atol=1e-3)
+
+
+def test_hard_lookup_splits_exact_ties_like_the_cold_limit():
+    titles, keys, values = video_table()
+    cute = encode_tags({"cute": 1})
+    hard, weights = hard_lookup(cute, keys, values)
+    assert weights.tolist() == [0.5, 0.0, 0.5, 0.0, 0.0, 0.0]
+    cold, _ = soft_lookup(cute, keys, values, temperature=0.01)
+    assert torch.allclose(cold, hard, atol=1e-6)
+    # batched: a tie in one row, none in the other
+    keys2 = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    _, w = hard_lookup(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), keys2, torch.eye(3))
+    assert w.tolist() == [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: soft_lookup(torch.randn(4), torch.randn(3, 5), torch.randn(3, 2)), ValueError, "share the last size d_k"),
+        (lambda: soft_lookup(torch.randn(4), torch.randn(3, 4), torch.randn(2, 2)), ValueError, "same number of rows"),
+        (lambda: soft_lookup(torch.randn(4), torch.randn(0, 4), torch.randn(0, 2)), ValueError, "n = 0"),
+        (lambda: soft_lookup(torch.randn(4), torch.randn(3, 4), torch.randn(3, 2), temperature=0.0), ValueError,
+         "temperature must be a finite number > 0, got 0.0"),
+        (lambda: soft_lookup(torch.randn(4), torch.randn(3, 4), torch.randn(3, 2), temperature=float("inf")),
+         ValueError, "temperature"),
+        (lambda: hard_lookup(torch.ones(4, dtype=torch.long), torch.randn(3, 4), torch.randn(3, 2)), TypeError,
+         "query must be a floating-point tensor"),
+        (lambda: hard_lookup(torch.randn(4), torch.randn(4), torch.randn(3, 2)), ValueError, "need 2 dims"),
+        (lambda: encode_tags({"cat": 1, "bird": 1}), ValueError, r"unknown \['bird'\]"),
+        (lambda: encode_tags({"cat": 0}), ValueError, "nonzero weight"),
+        (lambda: QKVProjection(0, 4), ValueError, "d_model must be a positive int, got 0"),
+        (lambda: QKVProjection(8, 4, d_v=-1), ValueError, "d_v must be a positive int"),
+        (lambda: QKVProjection(8, 4)(torch.randn(2, 3, 5)), ValueError, r"d_model=8\), got \(2, 3, 5\)"),
+    ],
+)
+def test_invalid_input_gives_a_clear_error(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_attentive_rnn_weights_are_a_distribution_over_positions():
+    torch.manual_seed(0)
+    model = AttentiveRNNClassifier(8, 16, 8)
+    logits = model(torch.randint(0, 8, (3, 10)))
+    assert logits.shape == (3, 8)
+    assert model.last_weights.shape == (3, 10)
+    assert torch.allclose(model.last_weights.sum(-1), torch.ones(3))

@@ -16,7 +16,28 @@ SOLUTION_NAMES = [p.name for p in SOLUTIONS]
 
 
 def _graded_cells(nb, flag):
-    return [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get(flag)]
+    """Code cells with the nbgrader flag (manually graded explain cells are markdown: see _manual_cells)."""
+    return [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get(flag)]
+
+
+def _manual_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "markdown" and c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_manually_graded_cells_are_nbgrader_compatible(name):
+    """An explain exercise: a markdown cell that is both answer and grade cell, with a model answer."""
+    solution = notebooks.read(ROOT / "solutions" / name)
+    chapter = notebooks.read(ROOT / "chapters" / name)
+    number = int(name[:2])
+    for cell in _manual_cells(solution):
+        meta = cell.metadata.nbgrader
+        assert meta["solution"] and meta["points"] > 0 and not meta["locked"] and meta["schema_version"] == 3
+        assert re.fullmatch(rf"ex{number:02d}_\d+", meta["grade_id"])
+        assert BEGIN_SOLUTION in cell.source and END_SOLUTION in cell.source
+    released = {c.metadata.nbgrader.grade_id: c.source for c in _manual_cells(chapter)}
+    assert set(released) == {c.metadata.nbgrader.grade_id for c in _manual_cells(solution)}
+    assert all(source.strip() == "YOUR ANSWER HERE" for source in released.values())
 
 
 def _block_lines(source: str, begin: str, end: str) -> list[str]:
@@ -196,3 +217,132 @@ def test_visible_checks_do_not_print_the_answer_in_their_source(name):
                 direct = isinstance(got, ast.Call) and isinstance(got.func, ast.Name) and got.func.id.startswith("answer_")
                 assert not (direct and _is_constant(node.args[1])), \
                     f"{cell.metadata.nbgrader.grade_id}: the visible check shows the answer: {ast.unparse(node)}"
+
+
+# --- explain exercises, rubrics, the assignment release and the book's appendix (issue 14, items 3-4) ---
+
+HEX_DIGEST = re.compile(r"['\"][0-9a-f]{16}['\"]")
+
+
+def _explain_notebook():
+    """A tiny solutions notebook with an explain exercise (manual grading) and its rubric."""
+    nb = nbformat.v4.new_notebook()
+    answer = nbformat.v4.new_markdown_cell(
+        "**Your answer** (two or three sentences):\n\n### BEGIN SOLUTION\nThe scale keeps the variance of the "
+        "scores at 1, so the softmax does not saturate.\n### END SOLUTION"
+    )
+    answer.metadata["nbgrader"] = {"grade": True, "solution": True, "points": 2, "grade_id": "ex03_7",
+                                   "schema_version": 3, "locked": False, "task": False}
+    rubric = nbformat.v4.new_markdown_cell("Rubric: 1 point for the variance, 1 for saturation.")
+    rubric.metadata["tags"] = ["rubric"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Chapter 3 — Scaled dot-product attention\n\nIntro."),
+                answer, rubric, nbformat.v4.new_markdown_cell("After the exercise.")]
+    return nb
+
+
+def test_explain_answers_are_blanked_and_rubrics_dropped_for_learners():
+    for assignment in (False, True):
+        learner = release.release_notebook(_explain_notebook(), assignment=assignment)
+        sources = [c.source for c in learner.cells]
+        assert sources[1] == "**Your answer** (two or three sentences):\n\nYOUR ANSWER HERE"
+        assert learner.cells[1].metadata["nbgrader"]["grade_id"] == "ex03_7", "manual grading needs the metadata"
+        assert not any("Rubric" in s or "variance of the scores" in s for s in sources)
+        assert sources[-1] == "After the exercise."
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_no_rubric_or_explain_answer_reaches_the_learner(name):
+    solution = notebooks.read(ROOT / "solutions" / name)
+    chapter = notebooks.read(ROOT / "chapters" / name)
+    rubrics = [c.source for c in solution.cells if release.is_rubric(c)]
+    chapter_text = "\n".join(c.source for c in chapter.cells)
+    for rubric in rubrics:
+        assert rubric not in chapter_text, f"{name}: a rubric reached chapters/"
+    assert not any(release.is_rubric(c) for c in chapter.cells)
+
+
+def test_form_checks_only_rewrites_digest_calls_and_keeps_the_rest():
+    source = (
+        'x = 1  # √d_k stays as it is\n'
+        'check.exercise("3.2", lambda: check.number_digest(answer_3_2(), "cdcaf1e0d766ced6", '
+        'name="σ of the score", sig=5, salt="ex03_2"))\n'
+        'check.exercise(\n    "3.3",\n    lambda: check.choice_digest(\n        answer_3_3(),\n'
+        '        "277e2221fde2f015",\n        options=["a", "b"],\n        salt="ex03_3",\n    ),\n)'
+    )
+    out = release.form_checks_only(source)
+    assert out == (
+        'x = 1  # √d_k stays as it is\n'
+        'check.exercise("3.2", lambda: check.number_form(answer_3_2(), name="σ of the score"))\n'
+        'check.exercise(\n    "3.3",\n    lambda: check.choice_form(answer_3_3(), ["a", "b"]),\n)'
+    )
+    assert release.form_checks_only("print(1)") == "print(1)"
+    with pytest.raises(release.ReleaseError):
+        release.form_checks_only("check.number_digest(%magic)")
+
+
+def test_assignment_form_checks_run_and_reveal_nothing(capsys):
+    """The rewritten checks run: a wrong number of the right form is accepted, a non-number is not."""
+    from utils import checks as check
+
+    cell = 'check.exercise("3.2", lambda: check.number_digest(answer(), "cdcaf1e0d766ced6", salt="ex03_2"))'
+    rewritten = release.form_checks_only(cell)
+    for value, expected in ((3.0, "right form"), (4.0, "right form"), ("four", "not yet")):
+        exec(rewritten, {"check": check, "answer": lambda v=value: v})  # noqa: S102 -- our own cell
+        line = capsys.readouterr().out
+        assert expected in line and "4.0" not in line.replace(str(value), ""), line
+    choice = release.form_checks_only('check.exercise("3.3", lambda: check.choice_digest(answer(), "x", ["a", "b"]))')
+    exec(choice, {"check": check, "answer": lambda: "a"})  # noqa: S102
+    assert "right form" in capsys.readouterr().out
+    exec(choice, {"check": check, "answer": lambda: "z"})  # noqa: S102
+    assert "not yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_assignment_release_differs_from_chapters_only_in_form_checks(name, tmp_path):
+    out = tmp_path / "assignment"
+    assert release.main(["--assignment", str(out), "--no-execute", name[:2]]) == 0
+    assignment = notebooks.read(out / name)
+    chapter = release.release_notebook(notebooks.read(ROOT / "solutions" / name))
+    assert len(assignment.cells) == len(chapter.cells)
+    for ours, theirs in zip(assignment.cells, chapter.cells):
+        assert ours.metadata == theirs.metadata
+        if "_digest(" in theirs.source:
+            assert "_digest(" not in ours.source and not HEX_DIGEST.search(ours.source), ours.source
+            assert "_form(" in ours.source
+        else:
+            assert ours.source == theirs.source
+    # Re-running is a no-op, and the self-study chapters are untouched.
+    assert release.release_one(ROOT / "solutions" / name, out, execute=False, assignment=True) == "unchanged"
+    assert release.matches(notebooks.read(ROOT / "chapters" / name), notebooks.read(ROOT / "solutions" / name))
+
+
+def test_assignment_refuses_the_chapters_folder():
+    with pytest.raises(SystemExit):
+        release.main(["--assignment", str(ROOT / "chapters"), "--no-execute"])
+
+
+def test_book_solution_keeps_the_worked_answer_and_drops_what_is_not_for_publication():
+    page = release.book_solution_notebook(_explain_notebook())
+    sources = [c.source for c in page.cells]
+    assert sources[0].startswith("# Solution — Chapter 3 — Scaled dot-product attention")
+    assert "The scale keeps the variance" in sources[1]
+    assert not any(marker in s for s in sources for marker in (BEGIN_SOLUTION, END_SOLUTION))
+    assert not any("Rubric" in s for s in sources)
+    assert all("nbgrader" not in c.metadata for c in page.cells)
+
+
+@pytest.mark.parametrize("name", SOLUTION_NAMES)
+def test_book_solution_pages_have_no_hidden_tests_and_keep_outputs(name):
+    solution = notebooks.read(ROOT / "solutions" / name)
+    page = release.book_solution_notebook(solution)
+    text = "\n".join(c.source for c in page.cells)
+    for marker in (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN):
+        assert marker not in text
+    hidden = {line for c in solution.cells for line in _block_lines(c.source, BEGIN_HIDDEN, END_HIDDEN)}
+    visible = {ln.strip() for c in solution.cells for ln in _outside_blocks(c.source)}
+    page_lines = {ln.strip() for ln in text.split("\n")}
+    assert not (hidden - visible) & page_lines
+    assert page.cells[0].source.startswith("# Solution — Chapter ")
+    assert [c.get("outputs") for c in page.cells if c.cell_type == "code"] == \
+        [c.get("outputs") for c in solution.cells if c.cell_type == "code" and not release.is_rubric(c)]
+    assert page.metadata.get("widgets") == solution.metadata.get("widgets")

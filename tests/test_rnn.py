@@ -4,14 +4,25 @@ import pytest
 import torch
 import torch.nn as nn
 
-from utils.rnn import RNN, attention_layer, first_token_task, gradient_norms, graph_depth
+from utils.rnn import (
+    RNN,
+    RNNCell,
+    attention_layer,
+    bptt_regimes,
+    build_recall_model,
+    first_token_task,
+    gradient_norms,
+    graph_depth,
+    train_classifier,
+)
+from utils.tolerances import assert_close
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-def _check_matches_nn_rnn(device: str, dtype: torch.dtype, tol: float) -> None:
+def _check_matches_nn_rnn(device: str, dtype: torch.dtype, bias: bool = True) -> None:
     torch.manual_seed(0)
-    reference = nn.RNN(7, 12, batch_first=True).to(device, dtype)
+    reference = nn.RNN(7, 12, batch_first=True, bias=bias).to(device, dtype)
     ours = RNN.from_torch(reference)
     x = torch.randn(3, 20, 7, device=device, dtype=dtype)  # (B, N, d_x)
     h0 = torch.randn(1, 3, 12, device=device, dtype=dtype)  # (layers, B, d_h)
@@ -20,20 +31,84 @@ def _check_matches_nn_rnn(device: str, dtype: torch.dtype, tol: float) -> None:
             ref_states, ref_last = reference(x, init)
             states, last = ours(x, None if init is None else init[0])
             assert states.device == x.device and states.dtype == dtype
-            assert (states - ref_states).abs().max().item() < tol
-            assert (last - ref_last[0]).abs().max().item() < tol
+            assert_close(states, ref_states, what="states vs nn.RNN", kernel="cudnn")
+            assert_close(last, ref_last[0], what="last state vs nn.RNN", kernel="cudnn")
 
 
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-6), (torch.float64, 1e-12)])
-def test_rnn_matches_nn_rnn_cpu(dtype, tol):
-    _check_matches_nn_rnn("cpu", dtype, tol)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bias", [True, False])
+def test_rnn_matches_nn_rnn_cpu(dtype, bias):
+    _check_matches_nn_rnn("cpu", dtype, bias)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
-def test_rnn_matches_nn_rnn_gpu(dtype, tol):
-    _check_matches_nn_rnn("cuda", dtype, tol)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rnn_matches_nn_rnn_gpu(dtype):
+    _check_matches_nn_rnn("cuda", dtype)
+
+
+@pytest.mark.parametrize(
+    "config, argument",
+    [
+        (dict(nonlinearity="relu"), "nonlinearity"),
+        (dict(num_layers=2), "num_layers"),
+        (dict(bidirectional=True), "bidirectional"),
+        (dict(batch_first=False), "batch_first"),
+    ],
+)
+def test_from_torch_refuses_what_it_does_not_compute(config, argument):
+    options = {"batch_first": True, **config}
+    with pytest.raises(ValueError, match=rf"reference\.{argument} must be .*, got"):
+        RNN.from_torch(nn.RNN(3, 5, **options))
+
+
+def test_from_torch_refuses_other_recurrent_modules():
+    with pytest.raises(TypeError, match="reference must be an nn.RNN, got LSTM"):
+        RNN.from_torch(nn.LSTM(3, 5, batch_first=True))
+
+
+def test_from_torch_without_bias_copies_a_zero_bias():
+    ours = RNN.from_torch(nn.RNN(3, 5, batch_first=True, bias=False))
+    assert torch.equal(ours.cell.b.detach(), torch.zeros(5))
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: RNNCell(0, 4), "d_x must be a positive int, got 0"),
+        (lambda: RNNCell(3, 2.5), "d_h must be a positive int, got 2.5"),
+        (lambda: RNN(3, 4)(torch.randn(2, 5)), r"x must be a tensor of shape \(B, N, d_x\)"),
+        (lambda: RNN(3, 4)(torch.randn(2, 5, 6)), r"x_t must have shape \(B, d_x=3\), got \(2, 6\)"),
+        (lambda: RNN(3, 4)(torch.randn(2, 0, 3)), "at least one time step"),
+        (lambda: RNN(3, 4)(torch.randn(2, 5, 3), torch.zeros(3, 4)), r"h_prev must have shape \(B=2, d_h=4\)"),
+        (lambda: gradient_norms(0, 1.0), "length must be a positive int"),
+        (lambda: gradient_norms(10, -1.0), "rho must be a finite number > 0"),
+        (lambda: gradient_norms(10, 1.0, input_scale=float("nan")), "input_scale must be"),
+        (lambda: first_token_task(4, 5, vocab=1), "vocab must be an int >= 2"),
+        (lambda: attention_layer(torch.randn(1, 3, 4), torch.randn(4, 4)), r"w_qkv \(d, 3d\)"),
+        (lambda: graph_depth(torch.randn(3)), "has no grad_fn"),
+        (lambda: build_recall_model("GRU", 8), "name must be one of"),
+    ],
+)
+def test_invalid_input_gives_a_clear_error(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_bptt_regimes_returns_plain_numbers_and_the_bound_holds():
+    regimes = bptt_regimes(seed=3, length=30)
+    assert set(regimes) == {"worst_over_bound", "rate_below", "ratio_at_one", "ratio_above", "rho_growth_100"}
+    assert all(isinstance(v, float) for v in regimes.values())
+    assert regimes["worst_over_bound"] <= 1 + 1e-9
+
+
+def test_train_classifier_records_the_history():
+    model = build_recall_model("attention", 4)
+    gen = torch.Generator().manual_seed(0)
+    eval_data = first_token_task(16, 4, generator=torch.Generator().manual_seed(1))
+    history = train_classifier(model, lambda: first_token_task(8, 4, generator=gen), 10, eval_data, eval_every=5)
+    assert history["step"] == [0, 5, 10] and len(history["accuracy"]) == 3
 
 
 def test_gradients_match_nn_rnn():

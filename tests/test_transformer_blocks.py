@@ -1,10 +1,12 @@
-"""utils.transformer_blocks (generated from chapter 06) against PyTorch's Transformer layers."""
+"""utils.transformer_blocks (generated from chapter 06) against PyTorch's Transformer layers, and its input checks."""
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils.multihead import MultiHeadAttention
+from utils.tolerances import assert_close
 from utils.transformer_blocks import (
     BOS,
     EOS,
@@ -12,24 +14,59 @@ from utils.transformer_blocks import (
     DecoderBlock,
     EncoderBlock,
     FeedForward,
+    GatedFeedForward,
     Seq2Seq,
+    cross_attention_alignment,
     decode_tokens,
     encode_text,
+    exposure_bias_breakdown,
+    ffn_dead_units,
     gelu_erf,
     gelu_tanh,
     greedy_decode,
+    make_feed_forward,
     reversal_batch,
+    reversal_scores,
     source_tensor,
 )
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 DEVICES = ["cpu", pytest.param("cuda", marks=GPU)]
+B, T_ENC, T_DEC, D, H, D_FF = 2, 7, 5, 32, 4, 128
+
+
+def _inputs(device):
+    torch.manual_seed(0)
+    src = torch.randn(B, T_ENC, D, device=device)  # (B, T_enc, d)
+    tgt = torch.randn(B, T_DEC, D, device=device)  # (B, T_dec, d)
+    is_pad = torch.tensor([[False] * 7, [False] * 4 + [True] * 3], device=device)
+    causal = torch.ones(T_DEC, T_DEC, dtype=torch.bool, device=device).tril()
+    return src, tgt, is_pad, causal
+
+
+def _perturb(*layers):
+    """Random LayerNorm gains and biases too, so that copying them is tested."""
+    with torch.no_grad():
+        for layer in layers:
+            for p in layer.parameters():
+                p.add_(0.1 * torch.randn_like(p))
+
+
+def _compare(enc, dec, torch_enc, torch_dec, device):
+    src, tgt, is_pad, causal = _inputs(device)
+    allowed = (~is_pad)[:, None, None, :]  # (B, 1, 1, T_enc)
+    with torch.no_grad():
+        mem_ours, mem_torch = enc(src, allowed), torch_enc(src, src_key_padding_mask=is_pad)
+        out_ours = dec(tgt, mem_ours, causal, allowed)
+        out_torch = torch_dec(tgt, mem_torch, tgt_mask=~causal, memory_key_padding_mask=is_pad)
+    assert_close(mem_ours[~is_pad], mem_torch[~is_pad], kernel="fused", what="encoder")
+    assert_close(out_ours, out_torch, kernel="fused", what="decoder")
 
 
 def test_gelu_variants_match_pytorch():
     x = torch.linspace(-8, 8, 2001, dtype=torch.float64)
-    assert torch.allclose(gelu_erf(x), F.gelu(x), atol=1e-12)
-    assert torch.allclose(gelu_tanh(x), F.gelu(x, approximate="tanh"), atol=1e-12)
+    assert_close(gelu_erf(x), F.gelu(x))
+    assert_close(gelu_tanh(x), F.gelu(x, approximate="tanh"))
     assert (gelu_tanh(x) - gelu_erf(x)).abs().max() < 1e-3
 
 
@@ -37,33 +74,130 @@ def test_gelu_variants_match_pytorch():
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_blocks_match_pytorch_layers(device, norm_first, activation):
-    torch.manual_seed(0)
-    B, T_enc, T_dec, d, h, d_ff = 2, 7, 5, 32, 4, 128
-    src = torch.randn(B, T_enc, d, device=device)  # (B, T_enc, d)
-    tgt = torch.randn(B, T_dec, d, device=device)  # (B, T_dec, d)
-    is_pad = torch.tensor([[False] * 7, [False] * 4 + [True] * 3], device=device)
-    allowed = (~is_pad)[:, None, None, :]  # (B, 1, 1, T_enc)
-    causal = torch.ones(T_dec, T_dec, dtype=torch.bool, device=device).tril()
     kw = dict(dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first)
-    torch_enc = nn.TransformerEncoderLayer(d, h, d_ff, **kw).to(device).eval()
-    torch_dec = nn.TransformerDecoderLayer(d, h, d_ff, **kw).to(device).eval()
-    enc = EncoderBlock(d, h, d_ff, activation, norm_first).to(device)
-    dec = DecoderBlock(d, h, d_ff, activation, norm_first).to(device)
+    torch_enc = nn.TransformerEncoderLayer(D, H, D_FF, **kw).to(device).eval()
+    torch_dec = nn.TransformerDecoderLayer(D, H, D_FF, **kw).to(device).eval()
+    _perturb(torch_enc, torch_dec)
+    enc = EncoderBlock(D, H, D_FF, activation, norm_first).to(device)
+    dec = DecoderBlock(D, H, D_FF, activation, norm_first).to(device)
     enc.load_from_torch(torch_enc)
     dec.load_from_torch(torch_dec)
+    _compare(enc, dec, torch_enc, torch_dec, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_from_torch_honours_eps_bias_and_dropout_in_eval_mode(device, bias):
+    kw = dict(dropout=0.1, activation="gelu", batch_first=True, norm_first=True, bias=bias, layer_norm_eps=1e-2)
+    torch_enc = nn.TransformerEncoderLayer(D, H, D_FF, **kw).to(device).eval()
+    torch_dec = nn.TransformerDecoderLayer(D, H, D_FF, **kw).to(device).eval()
+    _perturb(torch_enc, torch_dec)
+    enc, dec = EncoderBlock.from_torch(torch_enc).eval(), DecoderBlock.from_torch(torch_dec).eval()
+    assert enc.norm1.eps == dec.norm3.eps == 1e-2 and enc.ffn.dropout.p == dec.dropout3.p == 0.1
+    assert (enc.ffn.linear1.bias is None) == (not bias) and (dec.norm2.bias is None) == (not bias)
+    assert next(enc.parameters()).device.type == torch.device(device).type
+    _compare(enc, dec, torch_enc, torch_dec, device)
+
+
+def test_load_from_torch_refuses_another_configuration():
+    layer = nn.TransformerEncoderLayer(D, H, D_FF, batch_first=True, bias=False, norm_first=True)
+    with pytest.raises(ValueError, match="bias") as info:
+        EncoderBlock(D, H, D_FF).load_from_torch(layer)
+    assert "norm_first" in str(info.value)
+    with pytest.raises(ValueError, match="d_ff"):
+        DecoderBlock(D, H, 64).load_from_torch(nn.TransformerDecoderLayer(D, H, D_FF))
+    with pytest.raises(ValueError, match="activation"):
+        DecoderBlock(D, H, D_FF, "gelu").load_from_torch(nn.TransformerDecoderLayer(D, H, D_FF))
+    with pytest.raises(TypeError, match="TransformerDecoderLayer"):
+        DecoderBlock(D, H, D_FF).load_from_torch(nn.TransformerEncoderLayer(D, H, D_FF))
+    with pytest.raises(ValueError, match="only relu and gelu"):
+        EncoderBlock.from_torch(nn.TransformerEncoderLayer(D, H, D_FF, activation=torch.tanh))
+
+
+def test_dropout_is_active_in_training_only():
+    dec = DecoderBlock(D, H, D_FF, dropout=0.5)
+    src, tgt, _, causal = _inputs("cpu")
+    dec.train()
+    assert not torch.equal(dec(tgt, src, causal), dec(tgt, src, causal))
+    dec.eval()
+    assert torch.equal(dec(tgt, src, causal), dec(tgt, src, causal))
+    for p in (-0.1, 1.0, True, "0.1"):
+        with pytest.raises(ValueError, match="dropout"):
+            EncoderBlock(D, H, D_FF, dropout=p)
+
+
+def test_blocks_use_chapter_4_attention_and_keep_weights_on_request():
+    dec = DecoderBlock(D, H, D_FF)
+    assert isinstance(dec.self_attn, MultiHeadAttention) and isinstance(dec.cross_attn, MultiHeadAttention)
+    src, tgt, is_pad, causal = _inputs("cpu")
     with torch.no_grad():
-        mem_ours, mem_torch = enc(src, allowed), torch_enc(src, src_key_padding_mask=is_pad)
-        out_ours = dec(tgt, mem_ours, causal, allowed)
-        out_torch = torch_dec(tgt, mem_torch, tgt_mask=~causal, memory_key_padding_mask=is_pad)
-    assert (mem_ours[~is_pad] - mem_torch[~is_pad]).abs().max().item() < 1e-5
-    assert (out_ours - out_torch).abs().max().item() < 1e-5
-    assert dec.cross_attn.last_weights.shape == (B, h, T_dec, T_enc)
+        plain = dec(tgt, src, causal, (~is_pad)[:, None, None, :])
+        assert dec.last_cross_weights is None
+        recorded = dec(tgt, src, causal, (~is_pad)[:, None, None, :], need_weights=True)
+    assert_close(recorded, plain)
+    assert dec.last_cross_weights.shape == (B, H, T_DEC, T_ENC)
+    assert dec.last_self_weights[..., ~causal].abs().max() == 0  # causal: no weight on the future
+    assert dec.last_cross_weights[1, :, :, 4:].abs().max() == 0  # padded source positions get no weight
+    with torch.no_grad():
+        assert_close(dec(tgt, src, is_causal=True), dec(tgt, src, causal))
+
+
+@pytest.mark.parametrize("activation", ["swiglu", "geglu"])
+def test_gated_ffn_in_blocks(activation):
+    block = EncoderBlock(48, 4, 128, activation, bias=False)
+    assert isinstance(block.ffn, GatedFeedForward)
+    x = torch.randn(2, 5, 48)
+    assert block(x).shape == x.shape
+    plain = FeedForward(48, 192, "gelu", bias=False)
+    assert sum(p.numel() for p in plain.parameters()) == sum(p.numel() for p in block.ffn.parameters())
+    with pytest.raises(ValueError, match="relu"):
+        block.load_from_torch(nn.TransformerEncoderLayer(48, 4, 128, batch_first=True))
 
 
 def test_ffn_is_position_wise():
     ffn = FeedForward(8, 32, "gelu_tanh")
     x = torch.randn(3, 6, 8)
-    assert torch.allclose(ffn(x)[:, 2], ffn(x[:, 2]), atol=1e-6)
+    assert_close(ffn(x)[:, 2], ffn(x[:, 2]))
+
+
+@pytest.mark.parametrize(
+    "make, error, fragment",
+    [
+        (lambda: FeedForward(8, 32, "tanh"), ValueError, "activation"),
+        (lambda: GatedFeedForward(8, 32, "relu"), ValueError, "activation"),
+        (lambda: make_feed_forward(8, 32, "swish"), ValueError, "activation"),
+        (lambda: FeedForward(0, 32), ValueError, "d_model"),
+        (lambda: FeedForward(8, 2.5), ValueError, "d_ff"),
+        (lambda: EncoderBlock(30, 4, 64), ValueError, "divisible"),
+        (lambda: EncoderBlock(32, 4, 64, norm_first="yes"), TypeError, "norm_first"),
+        (lambda: DecoderBlock(32, 4, 64, layer_norm_eps=0), ValueError, "layer_norm_eps"),
+        (lambda: Seq2Seq(n_layers=0), ValueError, "n_layers"),
+    ],
+)
+def test_constructors_validate(make, error, fragment):
+    with pytest.raises(error, match=fragment):
+        make()
+
+
+def test_forward_validates_inputs():
+    enc, dec = EncoderBlock(D, H, D_FF), DecoderBlock(D, H, D_FF)
+    src, tgt, is_pad, causal = _inputs("cpu")
+    with pytest.raises(ValueError, match=r"x must end in d_model=32, got shape \(2, 7, 16\)"):
+        enc(src[..., :16])
+    with pytest.raises(ValueError, match="3 dimensions"):
+        enc(src[0])
+    with pytest.raises(TypeError, match="floating-point"):
+        enc(src.long())
+    with pytest.raises(TypeError, match="allowed must be boolean"):
+        enc(src, is_pad.long()[:, None, None, :])
+    with pytest.raises(ValueError, match="batch size"):
+        dec(tgt, src[:1])
+    with pytest.raises(ValueError, match="memory must end in d_model"):
+        dec(tgt, src[..., :8])
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        gelu_erf([1.0, 2.0])
+    with pytest.raises(ValueError, match="x must end in d_model=8"):
+        FeedForward(8, 16)(torch.randn(3, 9))
 
 
 def test_task_encoding():
@@ -76,14 +210,44 @@ def test_task_encoding():
         assert tgt_in[row, 0] == BOS and (tgt_out[row] == EOS).sum() == 1
         assert torch.equal(source_tensor(text)[0], src[row])  # right-aligned, PAD on the left
     assert encode_text("ab c!") == [3, 4, 5] and PAD == 0
+    with pytest.raises(ValueError, match="max_len"):
+        reversal_batch(4, 5, 3, torch.Generator())
+    with pytest.raises(TypeError, match="text"):
+        encode_text(42)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_seq2seq_forward_and_greedy_decode(device):
+def test_seq2seq_forward_greedy_decode_and_scores(device):
     torch.manual_seed(0)
-    model = Seq2Seq().to(device)
-    src, tgt_in, _ = reversal_batch(4, 2, 8, torch.Generator().manual_seed(1), device)
+    model = Seq2Seq().to(device).eval()
+    src, tgt_in, tgt_out = reversal_batch(40, 2, 8, torch.Generator().manual_seed(1), device)
     logits = model(src, tgt_in)
-    assert logits.shape == (4, 9, model.head.out_features) and logits.device == src.device
+    assert logits.shape == (40, 9, model.head.out_features) and logits.device == src.device
     out = greedy_decode(model, src, 9)
-    assert out.shape == (4, 9) and out.device == src.device
+    assert out.shape == (40, 9) and out.device == src.device
+    after_eos = (torch.cumsum((out == EOS).long(), 1) - (out == EOS).long()) > 0
+    assert (out[after_eos] == PAD).all()  # PAD after each row's EOS
+    scores = reversal_scores(model, src, tgt_in, tgt_out)
+    breakdown = exposure_bias_breakdown(scores)
+    assert breakdown["clean_gap"] < 1e-6  # a right prefix is the gold prefix: same predictions
+    assert 0.0 <= cross_attention_alignment(model, src, tgt_in, tgt_out) <= 1.0
+    dead = ffn_dead_units(model, src, tgt_in)
+    assert dead["units"] == 256 and 0.0 <= dead["dead"] <= dead["zero_share"] <= 1.0
+    with pytest.raises(ValueError, match="tgt_in must be a"):
+        model(src, tgt_in.float())
+    with pytest.raises(ValueError, match="outside"):
+        model(src + 100, tgt_in)
+    with pytest.raises(ValueError, match="max_len"):
+        greedy_decode(model, src, 0)
+
+
+def test_greedy_decode_is_the_argmax_of_teacher_forcing_on_its_own_output():
+    torch.manual_seed(3)
+    model = Seq2Seq().eval()
+    src, _, _ = reversal_batch(8, 2, 8, torch.Generator().manual_seed(2))
+    out = greedy_decode(model, src, 6)
+    tgt_in = torch.cat([torch.full((8, 1), BOS), out[:, :-1]], 1)
+    with torch.no_grad():
+        forced = model(src, tgt_in).argmax(-1)
+    before_eos = (torch.cumsum((out == EOS).long(), 1) - (out == EOS).long()) == 0
+    assert torch.equal(forced[before_eos], out[before_eos])

@@ -15,8 +15,14 @@ def stable_softmax(scores: torch.Tensor, allowed: torch.Tensor | None = None, di
     ``allowed`` is a boolean tensor broadcastable to ``scores``. A row in which nothing is allowed
     (or whose scores are all -inf) gets all-zero weights instead of NaN, as PyTorch's SDPA does.
     """
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
+        raise TypeError(f"scores must be a floating-point tensor, got {getattr(scores, 'dtype', type(scores).__name__)}")
     if allowed is not None:
+        if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
+            raise TypeError(f"allowed must be a boolean tensor (True = may attend), got {getattr(allowed, 'dtype', allowed)}")
         scores = scores.masked_fill(~allowed, float("-inf"))
+    if scores.size(dim) == 0:  # nothing to normalise over: an empty row of weights
+        return scores.clone()
     row_max = scores.amax(dim=dim, keepdim=True)
     # A fully-masked row has max -inf; shifting by 0 instead avoids -inf - (-inf) = NaN.
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
@@ -25,12 +31,22 @@ def stable_softmax(scores: torch.Tensor, allowed: torch.Tensor | None = None, di
     return exps / torch.where(total > 0, total, torch.ones_like(total))
 
 
-def causal_mask(t_q: int, t_k: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Boolean (t_q, t_k) mask, True where query i may attend to key j, i.e. j <= i.
+def causal_mask(
+    t_q: int, t_k: int, device: torch.device | str | None = None, align: str = "top_left"
+) -> torch.Tensor:
+    """Boolean (t_q, t_k) mask, True where query i may attend to key j.
 
-    Aligned at the top-left corner, like ``is_causal=True`` in ``F.scaled_dot_product_attention``.
+    ``align="top_left"`` (the default, like ``is_causal=True`` in ``F.scaled_dot_product_attention``):
+    j <= i. ``align="bottom_right"``: j <= i + (t_k - t_q), the mask for t_q new queries that follow
+    t_k - t_q cached positions (decoding with a key-value cache).
     """
-    return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()
+    for name, value in (("t_q", t_q), ("t_k", t_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if align not in ("top_left", "bottom_right"):
+        raise ValueError(f"align must be 'top_left' or 'bottom_right', got {align!r}")
+    offset = 0 if align == "top_left" else t_k - t_q
+    return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal=offset)
 
 
 def padding_mask(lengths: torch.Tensor, t_k: int) -> torch.Tensor:
@@ -38,8 +54,47 @@ def padding_mask(lengths: torch.Tensor, t_k: int) -> torch.Tensor:
 
     The middle axis of size 1 broadcasts over the queries of (B, T_q, T_k) scores.
     """
+    if not isinstance(lengths, torch.Tensor) or lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise TypeError(f"lengths must be a 1-D integer tensor (B,), got {getattr(lengths, 'dtype', type(lengths).__name__)} "
+                        f"of shape {tuple(getattr(lengths, 'shape', ()))}")
+    if isinstance(t_k, bool) or not isinstance(t_k, int) or t_k < 0:
+        raise ValueError(f"t_k must be an int >= 0, got {t_k!r}")
+    if lengths.numel() and (lengths.min() < 0 or lengths.max() > t_k):
+        raise ValueError(f"lengths must lie in [0, t_k={t_k}], got values from {int(lengths.min())} to {int(lengths.max())}")
     positions = torch.arange(t_k, device=lengths.device)  # (t_k,)
     return (positions[None, :] < lengths[:, None])[:, None, :]  # (B, 1, t_k)
+
+
+def _check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., T, d) with 2 dims or more, got {tuple(t.shape)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if q.size(-1) != k.size(-1):
+        raise ValueError(f"q (..., T_q, d_k) and k (..., T_k, d_k) must share d_k, got {q.size(-1)} and {k.size(-1)}")
+    if k.size(-2) != v.size(-2):
+        raise ValueError(f"k and v must hold the same number of keys T_k, got {k.size(-2)} and {v.size(-2)}")
+
+
+def _check_mask(mask: torch.Tensor, scores: torch.Tensor) -> None:
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"mask must be boolean (True = may attend) or a float mask added to the scores, got "
+                        f"{mask.dtype}: an integer 0/1 mask is ambiguous, use mask.bool() (PyTorch's SDPA refuses it too)")
+    if mask.is_floating_point() and mask.dtype != scores.dtype:
+        raise TypeError(f"a float mask must have the dtype of q ({scores.dtype}), got {mask.dtype}: "
+                        f"convert it with mask.to(q.dtype)")
+    try:
+        shape = torch.broadcast_shapes(mask.shape, scores.shape)
+    except RuntimeError:
+        shape = None
+    if shape != scores.shape:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the scores' shape "
+                         f"{tuple(scores.shape)} (..., T_q, T_k) without adding or growing dimensions")
 
 
 def scaled_dot_product_attention(
@@ -54,15 +109,23 @@ def scaled_dot_product_attention(
 
     Shapes: q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v) -> output (..., T_q, d_v) and
     weights (..., T_q, T_k). ``mask`` is boolean (True = may attend, SDPA's convention) or a float
-    mask added to the scores; it must broadcast to (..., T_q, T_k). ``scale`` defaults to 1/sqrt(d_k).
+    mask of q's dtype added to the scores; it must broadcast to (..., T_q, T_k). ``is_causal`` adds a
+    top-left causal mask, as SDPA does (for a key-value cache use ``causal_mask(..., align="bottom_right")``).
+    ``scale`` defaults to 1/sqrt(d_k). A query with no allowed key, or T_k = 0, gets a zero output.
     """
-    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    _check_attention_inputs(q, k, v)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.size(-1))
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, T_k)
     allowed = None
-    if mask is not None and mask.dtype == torch.bool:
-        allowed = mask
-    elif mask is not None:
-        scores = scores + mask  # additive float mask, e.g. 0 / -inf
+    if mask is not None:
+        _check_mask(mask, scores)
+        if mask.dtype == torch.bool:
+            allowed = mask
+        else:
+            scores = scores + mask  # additive float mask, e.g. 0 / -inf
     if is_causal:
         causal = causal_mask(q.size(-2), k.size(-2), device=q.device)  # (T_q, T_k)
         allowed = causal if allowed is None else allowed & causal

@@ -5,57 +5,112 @@ regenerate. A test fails when this file and the notebook disagree.
 """
 
 import math
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
+def _check_sizes(**sizes: object) -> None:
+    """Raise ValueError naming every size that is not a positive int."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
 def rnn_flops(n: int, d: int) -> int:
     """FLOPs of one tanh-RNN layer (width d) over n positions: two d×d products per step."""
+    _check_sizes(n=n, d=d)
     return 4 * n * d * d
 
 
 def lstm_flops(n: int, d: int) -> int:
     """FLOPs of one LSTM layer: four gates, each with two d×d products per step."""
+    _check_sizes(n=n, d=d)
     return 16 * n * d * d
 
 
 def conv_flops(n: int, d: int, k: int) -> int:
     """FLOPs of one convolution with kernel width k, d input and d output channels."""
+    _check_sizes(n=n, d=d, k=k)
     return 2 * k * n * d * d
+
+
+def attention_mixing_flops(n: int, d: int) -> int:
+    """FLOPs of attention's sequence mixing alone, QKᵀ and PV: the term in the paper's Table 1."""
+    _check_sizes(n=n, d=d)
+    return 4 * n * n * d
 
 
 def attention_flops(n: int, d: int) -> int:
     """FLOPs of one self-attention layer: Q, K, V, O projections plus QKᵀ and PV."""
-    return 8 * n * d * d + 4 * n * n * d
+    return 8 * n * d * d + attention_mixing_flops(n, d)
 
 
 def restricted_attention_flops(n: int, d: int, r: int) -> int:
     """FLOPs of self-attention restricted to the 2r + 1 positions around each query."""
+    _check_sizes(n=n, d=d, r=r)
     return 8 * n * d * d + 4 * n * (2 * r + 1) * d
 
 
 def layer_costs(n: int, d: int, k: int = 3, r: int = 16) -> dict[str, dict[str, int]]:
     """The architecture matrix at length n and width d: FLOPs, sequential steps, path length,
-    and the number of floats in the largest intermediate tensor of one forward pass (one head)."""
+    and ``largest``, the number of floats in the largest tensor one forward pass must hold (one
+    sequence, one head): the n×d activations (queries, keys, values, outputs, hidden states), or the
+    attention weights, n×n (n×(2r+1) when restricted), whichever is larger."""
+    _check_sizes(n=n, d=d, r=r)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+        raise ValueError(f"k must be an int >= 2 (a kernel of width 1 never connects positions), got {k!r}")
     return {
         "RNN": {"flops": rnn_flops(n, d), "sequential": n, "path": n - 1, "largest": n * d},
-        "LSTM": {"flops": lstm_flops(n, d), "sequential": n, "path": n - 1, "largest": 4 * n * d},
+        "LSTM": {"flops": lstm_flops(n, d), "sequential": n, "path": n - 1, "largest": n * d},
         f"conv k={k}": {
             "flops": conv_flops(n, d, k),
             "sequential": 1,
             "path": math.ceil((n - 1) / (k - 1)),
             "largest": n * d,
         },
-        "self-attention": {"flops": attention_flops(n, d), "sequential": 1, "path": 1, "largest": n * n},
+        "self-attention": {
+            "flops": attention_flops(n, d),
+            "sequential": 1,
+            "path": 1,
+            "largest": max(n * n, n * d),
+        },
         f"restricted r={r}": {
             "flops": restricted_attention_flops(n, d, r),
             "sequential": 1,
             "path": math.ceil((n - 1) / r),
-            "largest": n * (2 * r + 1),
+            "largest": max(n * (2 * r + 1), n * d),
         },
     }
+
+
+def crossover_length(
+    cost_a: Callable[[int, int], int], cost_b: Callable[[int, int], int], d: int, n_max: int = 2**40
+) -> int | None:
+    """The smallest n in [1, n_max] with cost_a(n, d) >= cost_b(n, d), or None if there is none.
+
+    Found by bisection, so cost_a - cost_b must change sign at most once, from negative to
+    non-negative, as n grows (true for the polynomial costs above: 4nd(n - 2d) for attention
+    against the LSTM).
+    """
+    _check_sizes(d=d, n_max=n_max)
+    if not callable(cost_a) or not callable(cost_b):
+        raise TypeError("cost_a and cost_b must be functions of (n, d)")
+    if cost_a(1, d) >= cost_b(1, d):
+        return 1
+    if cost_a(n_max, d) < cost_b(n_max, d):
+        return None
+    below, at_least = 1, n_max  # cost_a < cost_b at `below`, >= at `at_least`
+    while at_least - below > 1:
+        middle = (below + at_least) // 2
+        if cost_a(middle, d) >= cost_b(middle, d):
+            at_least = middle
+        else:
+            below = middle
+    return at_least
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -99,11 +154,63 @@ class TensorMemoryTracker(TorchDispatchMode):
         return out
 
 
-def peak_bytes(fn) -> int:
-    """Peak tensor memory (bytes) allocated while running ``fn()``."""
+def peak_bytes(fn: Callable[[], object]) -> int:
+    """Peak tensor memory (bytes) allocated while running ``fn()``, seen by :class:`TensorMemoryTracker`."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a zero-argument callable, got {type(fn).__name__}")
     with TensorMemoryTracker() as tracker:
         fn()
     return tracker.peak
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} is not in /proc/self/status")
+
+
+def resident_peak_bytes(fn: Callable[[], object]) -> int:
+    """Growth of this process's peak resident memory while running ``fn()`` (Linux only), in bytes.
+
+    Everything the call touches counts, fused kernels' scratch memory included. The peak (VmHWM) is
+    reset through /proc/self/clear_refs just before the call, after returning freed heap memory to the
+    system (glibc's malloc_trim), so that the call's allocations must take fresh pages. Raises
+    RuntimeError where this cannot be measured (not Linux, or /proc not writable).
+    """
+    import ctypes
+    import gc
+    import sys
+
+    if not callable(fn):
+        raise TypeError(f"fn must be a zero-argument callable, got {type(fn).__name__}")
+    if not sys.platform.startswith("linux"):
+        raise RuntimeError(f"resident_peak_bytes needs Linux's /proc/self (this is {sys.platform})")
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: freed memory may be reused, so the figure can only be lower
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident size
+    except OSError as exc:
+        raise RuntimeError(f"cannot reset the resident-memory peak: {exc}") from exc
+    before = _status_kib("VmRSS")
+    fn()
+    return (_status_kib("VmHWM") - before) * 1024
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _safe_shift(m: torch.Tensor) -> torch.Tensor:
+    """The running maximum as a shift for exp: 0 where it is still -inf (nothing seen but -inf).
+
+    exp(s - m) with s = m = -inf would be exp(nan); shifting by 0 gives exp(-inf) = 0, the right value.
+    """
+    return torch.where(m == float("-inf"), torch.zeros_like(m), m)
 
 
 def online_softmax(scores: torch.Tensor, block: int) -> torch.Tensor:
@@ -111,16 +218,23 @@ def online_softmax(scores: torch.Tensor, block: int) -> torch.Tensor:
 
     A teaching version of the streaming pass: it keeps the running maximum ``m`` and the running
     normaliser ``l`` (sum of exp(s - m) over the columns seen so far), rescaling ``l`` whenever
-    ``m`` grows. The weights are then exp(s - m) / l with the final statistics.
+    ``m`` grows. The weights are then exp(s - m) / l with the final statistics. Scores of -inf are
+    masked entries (weight 0); a row with no finite score gets all-zero weights, as chapter 3's
+    ``stable_softmax`` and SDPA with a boolean mask give.
     """
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point() or scores.dim() < 1:
+        raise TypeError(f"scores must be a floating-point tensor with at least one axis, got {scores!r:.80}")
+    _positive_int("block", block)
     m = torch.full_like(scores[..., :1], float("-inf"))  # (..., 1) running maximum
     l = torch.zeros_like(scores[..., :1])  # (..., 1) running normaliser
     for j0 in range(0, scores.size(-1), block):
         s = scores[..., j0 : j0 + block]  # (..., block)
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        l = l * torch.exp(m - m_new) + torch.exp(s - m_new).sum(dim=-1, keepdim=True)
+        shift = _safe_shift(m_new)
+        l = l * torch.exp(m - shift) + torch.exp(s - shift).sum(dim=-1, keepdim=True)
         m = m_new
-    return torch.exp(scores - m) / l
+    weights = torch.exp(scores - _safe_shift(m))  # (..., N)
+    return weights / torch.where(l > 0, l, torch.ones_like(l))  # a row of -inf: 0 / 1
 
 
 def _mask_future(tile: torch.Tensor, i0: int, j0: int) -> None:
@@ -142,8 +256,8 @@ def tiled_attention_forward(
     """Attention by query and key tiles with the online softmax.
 
     q (G, N_q, d), k (G, N_k, d), v (G, N_k, d_v) -> output (G, N_q, d_v) and the log-sum-exp of
-    each row's scores (G, N_q, 1). Memory: the output, the statistics and one (G, block_q, block_k)
-    tile of scores, whatever N.
+    each row's scores (G, N_q, 1), -inf for a row with no finite score (its output is 0). Memory: the
+    output, the statistics and one (G, block_q, block_k) tile of scores, whatever N.
     """
     g, n_q, _ = q.shape
     n_k = k.size(-2)
@@ -165,13 +279,14 @@ def tiled_attention_forward(
             if is_causal and j1 - 1 > i0:
                 _mask_future(s, i0, j0)
             m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            alpha = torch.exp(m - m_new)  # rescales what was accumulated under the old maximum
-            p = s.sub_(m_new).exp_()  # unnormalised weights, in the tile's memory
+            shift = _safe_shift(m_new)  # 0 while a row has seen only -inf
+            alpha = torch.exp(m - shift)  # rescales what was accumulated under the old maximum
+            p = s.sub_(shift).exp_()  # unnormalised weights, in the tile's memory
             l.mul_(alpha).add_(p.sum(dim=-1, keepdim=True))
             acc.mul_(alpha).baddbmm_(p, v[:, j0:j1])
             m = m_new
-        acc.div_(l)
-        lse[:, i0:i1] = m + l.log()
+        acc.div_(torch.where(l > 0, l, torch.ones_like(l)))  # a row with nothing to attend to stays 0
+        lse[:, i0:i1] = m + l.log()  # -inf for such a row
     return out, lse
 
 
@@ -192,6 +307,7 @@ def tiled_attention_backward(
     n_k = k.size(-2)
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     delta = (grad_out * out).sum(dim=-1, keepdim=True)  # (G, N_q, 1): D_i = dO_i · o_i
+    lse = _safe_shift(lse)  # a row of -inf scores: exp(-inf - 0) = 0 weights, not exp(nan)
     k_t = k.transpose(-2, -1)  # (G, d, N_k)
     v_t = v.transpose(-2, -1)  # (G, d_v, N_k)
     p_buffer = torch.empty(g, min(block_q, n_q), min(block_k, n_k), dtype=q.dtype, device=q.device)
@@ -232,8 +348,32 @@ class TiledAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = tiled_attention_backward(q, k, v, out, lse, grad_out, *ctx.config)
+        dq, dk, dv = tiled_attention_backward(q, k, v, out, lse, grad_out.contiguous(), *ctx.config)
         return dq, dk, dv, None, None, None, None
+
+
+def _check_attention_inputs(q: object, k: object, v: object) -> None:
+    """Raise a clear error unless q, k, v can be paired row by row as SDPA would pair them."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., N, d) with at least 2 axes, got {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(
+            "q, k and v must have the same leading (batch, head) dimensions, got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if q.size(-1) != k.size(-1):
+        raise ValueError(f"q and k must have the same width d, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    if k.size(-2) != v.size(-2):
+        raise ValueError(f"k and v must have the same length N_k, got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
 
 
 def tiled_attention(
@@ -248,12 +388,68 @@ def tiled_attention(
     """softmax(q kᵀ · scale) v without materialising the weights, forward or backward.
 
     q (..., N_q, d), k (..., N_k, d), v (..., N_k, d_v) -> (..., N_q, d_v), like
-    ``F.scaled_dot_product_attention``; ``is_causal`` masks future keys (top-left aligned).
+    ``F.scaled_dot_product_attention`` (the leading dimensions must be equal; they are not
+    broadcast); ``is_causal`` masks future keys (top-left aligned). With N_k = 0 the output is
+    zeros, as SDPA's.
     """
-    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    _check_attention_inputs(q, k, v)
+    _positive_int("block_q", block_q)
+    _positive_int("block_k", block_k)
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be a bool, got {is_causal!r}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.size(-1)) if q.size(-1) else 1.0
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
     lead = q.shape[:-2]
-    q3 = q.reshape(-1, *q.shape[-2:])  # (G, N_q, d): batch and heads flattened
-    k3 = k.reshape(-1, *k.shape[-2:])  # (G, N_k, d)
-    v3 = v.reshape(-1, *v.shape[-2:])  # (G, N_k, d_v)
-    out = TiledAttention.apply(q3, k3, v3, scale, is_causal, block_q, block_k)
+    groups = math.prod(lead)
+    q3 = q.reshape(groups, *q.shape[-2:])  # (G, N_q, d): batch and heads flattened
+    k3 = k.reshape(groups, *k.shape[-2:])  # (G, N_k, d)
+    v3 = v.reshape(groups, *v.shape[-2:])  # (G, N_k, d_v)
+    out = TiledAttention.apply(q3, k3, v3, float(scale), is_causal, block_q, block_k)
     return out.reshape(*lead, *out.shape[-2:])  # (..., N_q, d_v)
+
+
+TILED_CASES: tuple[tuple[tuple[int, ...], bool, int, int], ...] = (
+    ((2, 3, 37, 53, 16, 8), False, 8, 16),  # (B, H, N_q, N_k, d, d_v), causal, block_q, block_k
+    ((2, 3, 37, 53, 16, 8), True, 8, 16),
+    ((1, 2, 300, 300, 64, 64), True, 64, 128),
+    ((1, 4, 256, 256, 32, 32), False, 512, 512),  # one tile covers everything
+)
+
+
+def tiled_vs_sdpa(seed: int, device: torch.device | str = "cpu") -> dict[str, float]:
+    """Chapter 8's equality claim on random inputs drawn with ``seed``: for each case of TILED_CASES,
+    the largest error of the tiled attention's output and q, k, v gradients against
+    F.scaled_dot_product_attention, divided by what the tolerance policy allows there (kernel
+    "fused"). The claim holds when every value is at most 1."""
+    import torch.nn.functional as F
+
+    from utils.tolerances import tolerance
+
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    gen = torch.Generator().manual_seed(seed)
+    ratios = {}
+    for shape, is_causal, block_q, block_k in TILED_CASES:
+        b, h, n_q, n_k, d, d_v = shape
+        q, k, v, grad_out = (
+            torch.randn(*size, generator=gen).to(device)
+            for size in [(b, h, n_q, d), (b, h, n_k, d), (b, h, n_k, d_v), (b, h, n_q, d_v)]
+        )
+        results = []
+        for fn in (
+            lambda a, b_, c: tiled_attention(a, b_, c, is_causal=is_causal, block_q=block_q, block_k=block_k),
+            lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, is_causal=is_causal),
+        ):
+            leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+            out = fn(*leaves)
+            results.append([out, *torch.autograd.grad(out, leaves, grad_out)])
+        tol = tolerance(q.device, q.dtype, kernel="fused")
+        worst = 0.0
+        for ours, ref in zip(*results):
+            ours, ref = ours.detach(), ref.detach()
+            allowed = tol["atol"] + tol["rtol"] * ref.abs()
+            worst = max(worst, float(((ours - ref).abs() / allowed).max()))
+        ratios[f"{shape} causal={is_causal} tiles {block_q}x{block_k}"] = worst
+    return ratios

@@ -8,7 +8,8 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from utils.rnn import RecurrentClassifier, first_token_task, train_classifier
 
 TAGS = ["cat", "dog", "cute", "funny", "cooking"]
 CONTENTS = ["cats on screen", "dogs on screen", "food on screen"]
@@ -32,7 +33,12 @@ QUERIES = {
 
 def encode_tags(tags: dict[str, float]) -> torch.Tensor:
     """A unit vector in tag space (d_k = len(TAGS)) with the given tag weights."""
+    unknown = sorted(set(tags) - set(TAGS))
+    if unknown:
+        raise ValueError(f"tags must be among {TAGS}, got unknown {unknown}")
     vector = torch.tensor([float(tags.get(tag, 0.0)) for tag in TAGS])
+    if vector.norm() == 0:
+        raise ValueError(f"tags must give at least one tag a nonzero weight, got {tags!r}")
     return vector / vector.norm()
 
 
@@ -44,6 +50,21 @@ def video_table() -> tuple[list[str], torch.Tensor, torch.Tensor]:
     return titles, keys, values
 
 
+def _check_lookup(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+    for name, t in (("query", query), ("keys", keys), ("values", values)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+    if keys.dim() < 2 or values.dim() < 2:
+        raise ValueError(f"keys (..., n, d_k) and values (..., n, d_v) need 2 dims or more, got "
+                         f"{tuple(keys.shape)} and {tuple(values.shape)}")
+    if query.size(-1) != keys.size(-1):
+        raise ValueError(f"query and keys must share the last size d_k, got {query.size(-1)} and {keys.size(-1)}")
+    if keys.size(-2) != values.size(-2):
+        raise ValueError(f"keys and values must have the same number of rows n, got {keys.size(-2)} and {values.size(-2)}")
+    if keys.size(-2) == 0:
+        raise ValueError("keys must hold at least one row (a lookup in an empty table has no answer), got n = 0")
+
+
 def soft_lookup(
     query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, temperature: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,6 +73,9 @@ def soft_lookup(
     Shapes: query (..., d_k) for one query or (..., T_q, d_k) for several, keys (..., n, d_k),
     values (..., n, d_v). Returns (retrieved, weights): (..., [T_q,] d_v) and (..., [T_q,] n).
     """
+    _check_lookup(query, keys, values)
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     scores = query @ keys.transpose(-2, -1) / temperature  # (..., [T_q,] n)
     weights = torch.softmax(scores, dim=-1)
     return weights @ values, weights
@@ -60,13 +84,75 @@ def soft_lookup(
 def hard_lookup(
     query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The value of the best-matching key (largest q·k), as a one-hot weighted average.
+    """The value of the best-matching key (largest q·k), as a weighted average.
 
-    Same shapes as :func:`soft_lookup`; the weights are one-hot in the dtype of ``values``.
+    Same shapes as :func:`soft_lookup`. The weights are 1 on the best key; keys tied for the largest
+    score (exactly equal) share the weight equally, as the cold limit of the soft lookup does.
     """
+    _check_lookup(query, keys, values)
     scores = query @ keys.transpose(-2, -1)  # (..., [T_q,] n)
-    weights = F.one_hot(scores.argmax(dim=-1), keys.size(-2)).to(values.dtype)  # (..., [T_q,] n)
+    best = (scores == scores.amax(dim=-1, keepdim=True)).to(values.dtype)  # (..., [T_q,] n), 1 on every maximum
+    weights = best / best.sum(dim=-1, keepdim=True)
     return weights @ values, weights
+
+
+class AttentiveRNNClassifier(nn.Module):
+    """Embedding -> tanh RNN (orthogonal W_hh) -> additive attention over all states -> classifier.
+
+    The query is the last state s = h_N, the keys and values are the states h_1..h_N (Bahdanau et al.
+    2015): e_j = v·tanh(W s + U h_j), α = softmax(e), c = Σ_j α_j h_j; the classifier reads [c; s].
+    """
+
+    def __init__(self, vocab: int, d_h: int, n_classes: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_h)
+        self.rnn = nn.RNN(d_h, d_h, batch_first=True)
+        with torch.no_grad():
+            nn.init.orthogonal_(self.rnn.weight_hh_l0)
+        self.w_query = nn.Linear(d_h, d_h)  # W_a (with a bias)
+        self.w_key = nn.Linear(d_h, d_h, bias=False)  # U_a
+        self.v = nn.Linear(d_h, 1, bias=False)  # v_a
+        self.head = nn.Linear(2 * d_h, n_classes)
+        self.last_weights: torch.Tensor | None = None
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, N) -> logits (B, n_classes); keeps the attention weights (B, N) in ``last_weights``."""
+        states, _ = self.rnn(self.embed(tokens))  # (B, N, d_h)
+        last = states[:, -1]  # (B, d_h): the query
+        scores = self.v(torch.tanh(self.w_query(last)[:, None, :] + self.w_key(states))).squeeze(-1)  # (B, N)
+        weights = torch.softmax(scores, dim=-1)  # (B, N)
+        context = (weights[..., None] * states).sum(dim=1)  # (B, d_h)
+        self.last_weights = weights.detach()
+        return self.head(torch.cat([context, last], dim=-1))
+
+
+def rnn_attention_recall(seed: int, steps: int = 200, length: int = 64, eval_every: int = 25, device=None) -> dict:
+    """Train the plain RNN classifier and the RNN with additive attention on the first-token task.
+
+    Both use width 64 and an orthogonal W_hh; the seed fixes initialisation, batches and the 256
+    evaluation sequences. Returns {"final": {"RNN": acc, "RNN + attention": acc}, "history": {...},
+    "weight_on_first": mean attention weight on position 1 over the evaluation set (trained model)}.
+    """
+    result: dict = {"final": {}, "history": {}}
+    for name in ("RNN", "RNN + attention"):
+        torch.manual_seed(seed)
+        if name == "RNN":
+            model = RecurrentClassifier("rnn", 8, 64, 8, orthogonal=True)
+        else:
+            model = AttentiveRNNClassifier(8, 64, 8)
+        model = model.to(device)
+        train_gen = torch.Generator().manual_seed(1000 + seed)
+        eval_data = first_token_task(256, length, 8, torch.Generator().manual_seed(2000 + seed), device)
+        history = train_classifier(
+            model, lambda gen=train_gen: first_token_task(64, length, 8, gen, device), steps, eval_data,
+            eval_every=eval_every,
+        )
+        result["history"][name] = history
+        result["final"][name] = history["accuracy"][-1]
+    with torch.no_grad():
+        model(eval_data[0])  # the attentive model, trained
+    result["weight_on_first"] = float(model.last_weights[:, 0].mean())
+    return result
 
 
 class QKVProjection(nn.Module):
@@ -78,11 +164,17 @@ class QKVProjection(nn.Module):
 
     def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False) -> None:
         super().__init__()
+        for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_k if d_v is None else d_v)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.d_model = d_model
         self.w_q = nn.Linear(d_model, d_k, bias=bias)
         self.w_k = nn.Linear(d_model, d_k, bias=bias)
         self.w_v = nn.Linear(d_model, d_k if d_v is None else d_v, bias=bias)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if x.dim() < 2 or x.size(-1) != self.d_model:
+            raise ValueError(f"x must have shape (..., T, d_model={self.d_model}), got {tuple(x.shape)}")
         return self.w_q(x), self.w_k(x), self.w_v(x)
 
 

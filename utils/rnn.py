@@ -11,11 +11,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
 class RNNCell(nn.Module):
     """One step of a tanh RNN: h_t = tanh(W_hh h_{t-1} + W_xh x_t + b)."""
 
     def __init__(self, d_x: int, d_h: int) -> None:
         super().__init__()
+        self.d_x, self.d_h = _positive_int("d_x", d_x), _positive_int("d_h", d_h)
         bound = 1 / math.sqrt(d_h)  # nn.RNN's initialisation: U(-1/sqrt(d_h), 1/sqrt(d_h))
         self.W_xh = nn.Parameter(torch.empty(d_h, d_x).uniform_(-bound, bound))
         self.W_hh = nn.Parameter(torch.empty(d_h, d_h).uniform_(-bound, bound))
@@ -23,6 +30,10 @@ class RNNCell(nn.Module):
 
     def forward(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> torch.Tensor:
         """x_t: (B, d_x), h_prev: (B, d_h) -> h_t: (B, d_h)."""
+        if x_t.dim() != 2 or x_t.size(1) != self.d_x:
+            raise ValueError(f"x_t must have shape (B, d_x={self.d_x}), got {tuple(x_t.shape)}")
+        if tuple(h_prev.shape) != (x_t.size(0), self.d_h):
+            raise ValueError(f"h_prev must have shape (B={x_t.size(0)}, d_h={self.d_h}), got {tuple(h_prev.shape)}")
         return torch.tanh(h_prev @ self.W_hh.T + x_t @ self.W_xh.T + self.b)
 
 
@@ -31,11 +42,15 @@ class RNN(nn.Module):
 
     def __init__(self, d_x: int, d_h: int) -> None:
         super().__init__()
-        self.d_h = d_h
+        self.d_h = _positive_int("d_h", d_h)
         self.cell = RNNCell(d_x, d_h)
 
     def forward(self, x: torch.Tensor, h0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """x: (B, N, d_x) -> (all states (B, N, d_h), last state (B, d_h)); h0 defaults to zeros."""
+        """x: (B, N, d_x) -> (all states (B, N, d_h), last state (B, d_h)); h0 (B, d_h) defaults to zeros."""
+        if not isinstance(x, torch.Tensor) or x.dim() != 3:
+            raise ValueError(f"x must be a tensor of shape (B, N, d_x), got {getattr(x, 'shape', type(x).__name__)}")
+        if x.size(1) == 0:
+            raise ValueError("x must hold at least one time step (N >= 1), got N = 0; nn.RNN refuses it too")
         h = x.new_zeros(x.size(0), self.d_h) if h0 is None else h0
         states = []
         for t in range(x.size(1)):  # N dependent steps: step t needs the h of step t - 1
@@ -45,21 +60,41 @@ class RNN(nn.Module):
 
     @classmethod
     def from_torch(cls, reference: nn.RNN) -> "RNN":
-        """Copy the weights of a one-layer, tanh, batch-first ``nn.RNN``.
+        """Copy the weights of a one-layer, unidirectional, tanh, batch-first ``nn.RNN``.
 
-        PyTorch keeps two biases (b_ih and b_hh); they always appear as a sum, so b = b_ih + b_hh.
+        PyTorch keeps two biases (b_ih and b_hh); they always appear as a sum, so b = b_ih + b_hh
+        (and b = 0 for ``bias=False``). Any other configuration computes something this class does
+        not, so it is refused with the reason instead of giving silently different results.
         """
+        if not isinstance(reference, nn.RNN):
+            raise TypeError(f"reference must be an nn.RNN, got {type(reference).__name__}")
+        needs = {
+            "nonlinearity": ("tanh", "this RNN computes tanh; a relu RNN is a different recurrence"),
+            "num_layers": (1, "this RNN has one layer; stack several RNN modules for more"),
+            "bidirectional": (False, "this RNN reads left to right only"),
+            "batch_first": (True, "this RNN takes (B, N, d_x); the weights are the same, build the "
+                            "reference with batch_first=True or transpose its inputs"),
+        }
+        for name, (wanted, why) in needs.items():
+            got = getattr(reference, name)
+            if got != wanted:
+                raise ValueError(f"reference.{name} must be {wanted!r}, got {got!r}: {why}")
         weight = reference.weight_ih_l0
         model = cls(reference.input_size, reference.hidden_size).to(weight.device, weight.dtype)
         with torch.no_grad():
             model.cell.W_xh.copy_(reference.weight_ih_l0)
             model.cell.W_hh.copy_(reference.weight_hh_l0)
-            model.cell.b.copy_(reference.bias_ih_l0 + reference.bias_hh_l0)
+            if reference.bias:
+                model.cell.b.copy_(reference.bias_ih_l0 + reference.bias_hh_l0)
+            else:
+                model.cell.b.zero_()
         return model
 
 
 def graph_depth(output: torch.Tensor) -> int:
     """Length of the longest chain of recorded operations leading to ``output`` (autograd graph)."""
+    if not isinstance(output, torch.Tensor) or output.grad_fn is None:
+        raise ValueError("output must be a tensor computed from inputs that require grad (it has no grad_fn)")
     depth: dict[object, int] = {}
     stack = [(output.grad_fn, False)]
     while stack:  # iterative post-order walk: a recursive one would overflow for long sequences
@@ -80,6 +115,8 @@ def attention_layer(x: torch.Tensor, w_qkv: torch.Tensor) -> torch.Tensor:
 
     ``w_qkv`` is (d, 3d); chapters 2 and 3 build attention properly.
     """
+    if x.dim() != 3 or tuple(w_qkv.shape) != (x.size(-1), 3 * x.size(-1)):
+        raise ValueError(f"need x (B, N, d) and w_qkv (d, 3d), got {tuple(x.shape)} and {tuple(w_qkv.shape)}")
     q, k, v = (x @ w_qkv).chunk(3, dim=-1)  # each (B, N, d)
     return F.scaled_dot_product_attention(q, k, v)
 
@@ -91,8 +128,14 @@ def gradient_norms(
 
     L = u · h_T for a fixed random unit vector u, so ‖∂L/∂h_T‖ = 1 and the bound is rho^(T-t).
     Inputs are iid normal, scaled so that W_xh x_t has standard deviation ``input_scale`` per unit.
-    Returns a tensor of shape (length,).
+    Returns a float64 tensor of shape (length,).
     """
+    _positive_int("length", length)
+    _positive_int("d_h", d_h)
+    if not (isinstance(rho, (int, float)) and math.isfinite(rho) and rho > 0):
+        raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
+    if not (isinstance(input_scale, (int, float)) and math.isfinite(input_scale) and input_scale >= 0):
+        raise ValueError(f"input_scale must be a finite number >= 0, got {input_scale!r}")
     gen = torch.Generator().manual_seed(seed)
     orthogonal, _ = torch.linalg.qr(torch.randn(d_h, d_h, generator=gen, dtype=torch.float64))
     W_hh = rho * orthogonal
@@ -110,21 +153,63 @@ def gradient_norms(
     return torch.stack([s.grad.norm() for s in states])
 
 
+RHO_GRID = [round(1 + 0.05 * i, 2) for i in range(31)]  # 1.00, 1.05, ..., 2.50
+
+
+def bptt_regimes(seed: int, length: int = 100) -> dict[str, float]:
+    """The section's measurements for one seed, as plain numbers (T = ``length``).
+
+    ``worst_over_bound``: the largest ‖∂L/∂h_t‖ / ρ^(T-t) over t and ρ ∈ {0.8, 1, 2} (≤ 1 if the bound
+    holds); ``rate_below``: the measured decay per step at ρ = 0.8, (‖∂L/∂h_1‖/‖∂L/∂h_T‖)^(1/(T-1));
+    ``ratio_at_one`` and ``ratio_above``: ‖∂L/∂h_1‖/‖∂L/∂h_T‖ at ρ = 1 and ρ = 2; ``rho_growth_100``: the
+    smallest ρ of ``RHO_GRID`` at which that ratio exceeds 100.
+    """
+    _positive_int("length", length)
+    steps = torch.arange(1, length + 1, dtype=torch.float64)
+    norms = {rho: gradient_norms(length, rho, seed=seed) for rho in (0.8, 1.0, 2.0)}
+    worst = max(float((n / rho ** (length - steps)).max()) for rho, n in norms.items())
+
+    def ratio(n: torch.Tensor) -> float:
+        return float(n[0] / n[-1])
+
+    threshold = next((r for r in RHO_GRID if ratio(gradient_norms(length, r, seed=seed)) > 100), math.inf)
+    return {
+        "worst_over_bound": worst,
+        "rate_below": ratio(norms[0.8]) ** (1 / (length - 1)),
+        "ratio_at_one": ratio(norms[1.0]),
+        "ratio_above": ratio(norms[2.0]),
+        "rho_growth_100": threshold,
+    }
+
+
 def first_token_task(
     batch: int, length: int, vocab: int = 8, generator: torch.Generator | None = None, device=None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The long-range recall task: tokens (batch, length) uniform in [0, vocab); label = first token."""
+    _positive_int("batch", batch)
+    _positive_int("length", length)
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 2:
+        raise ValueError(f"vocab must be an int >= 2 (a one-symbol task has nothing to learn), got {vocab!r}")
     tokens = torch.randint(0, vocab, (batch, length), generator=generator).to(device)
     return tokens, tokens[:, 0].clone()
 
 
 class RecurrentClassifier(nn.Module):
-    """Embedding -> nn.RNN or nn.LSTM -> linear classifier on the last state."""
+    """Embedding -> nn.RNN or nn.LSTM -> linear classifier on the last state.
 
-    def __init__(self, kind: str, vocab: int, d_h: int, n_classes: int) -> None:
+    ``orthogonal=True`` starts the recurrent matrix (all gates' blocks, for an LSTM) orthogonal.
+    """
+
+    def __init__(self, kind: str, vocab: int, d_h: int, n_classes: int, orthogonal: bool = False) -> None:
         super().__init__()
+        if kind not in ("rnn", "lstm"):
+            raise ValueError(f"kind must be 'rnn' or 'lstm', got {kind!r}")
         self.embed = nn.Embedding(vocab, d_h)
         self.recurrent = {"rnn": nn.RNN, "lstm": nn.LSTM}[kind](d_h, d_h, batch_first=True)
+        if orthogonal:
+            with torch.no_grad():
+                for block in self.recurrent.weight_hh_l0.split(d_h):  # one (d_h, d_h) block per gate
+                    nn.init.orthogonal_(block)
         self.head = nn.Linear(d_h, n_classes)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -138,6 +223,7 @@ class LastTokenAttentionClassifier(nn.Module):
 
     def __init__(self, vocab: int, d: int, max_len: int, n_classes: int) -> None:
         super().__init__()
+        self.max_len = _positive_int("max_len", max_len)
         self.embed = nn.Embedding(vocab, d)
         self.position = nn.Parameter(0.1 * torch.randn(max_len, d))
         self.w_q, self.w_k, self.w_v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
@@ -145,6 +231,8 @@ class LastTokenAttentionClassifier(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, N) -> logits (B, n_classes)."""
+        if tokens.dim() != 2 or not 1 <= tokens.size(1) <= self.max_len:
+            raise ValueError(f"tokens must have shape (B, N) with 1 <= N <= {self.max_len}, got {tuple(tokens.shape)}")
         x = self.embed(tokens) + self.position[: tokens.size(1)]  # (B, N, d)
         q = self.w_q(x[:, -1:])  # (B, 1, d): only the last position's output is needed
         out = F.scaled_dot_product_attention(q, self.w_k(x), self.w_v(x))  # (B, 1, d)
@@ -165,6 +253,8 @@ def train_classifier(
     Returns the history {"step", "loss", "accuracy"}, with accuracy on ``eval_data`` every
     ``eval_every`` steps (and at step 0).
     """
+    _positive_int("steps", steps)
+    _positive_int("eval_every", eval_every)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     history: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
 
@@ -189,3 +279,49 @@ def train_classifier(
         if step % eval_every == 0:
             evaluate(step, loss.item())
     return history
+
+
+RECALL_RUNS = [("RNN", 8), ("LSTM", 8), ("attention", 64), ("RNN", 64), ("LSTM", 64), ("LSTM, forget bias 5", 64)]
+
+
+def build_recall_model(name: str, length: int, vocab: int = 8) -> nn.Module:
+    """One of the experiment's models: "RNN", "LSTM", "LSTM, forget bias 5" or "attention"."""
+    if name == "attention":
+        return LastTokenAttentionClassifier(vocab, 64, length, vocab)
+    if name == "RNN":
+        return RecurrentClassifier("rnn", vocab, 96, vocab, orthogonal=True)
+    if name not in ("LSTM", "LSTM, forget bias 5"):
+        raise ValueError(f"name must be one of {sorted({n for n, _ in RECALL_RUNS})}, got {name!r}")
+    model = RecurrentClassifier("lstm", vocab, 48, vocab)
+    if name == "LSTM, forget bias 5":
+        with torch.no_grad():  # PyTorch orders the gates (input, forget, cell, output)
+            for bias in (model.recurrent.bias_ih_l0, model.recurrent.bias_hh_l0):
+                bias[48:96].fill_(2.5)  # the two biases add up: 5
+    return model
+
+
+def long_range_recall(
+    seed: int, steps: int = 200, batch: int = 64, device=None, eval_every: int = 25
+) -> dict[str, dict]:
+    """Train every model of ``RECALL_RUNS`` on the first-token task for one seed.
+
+    The seed fixes the initialisation, the training batches and the 256 evaluation sequences;
+    ``eval_every`` only sets how often the history records the accuracy (training is the same).
+    Returns {"final": {"RNN, N=8": accuracy, ...}, "history": {same keys: history dict},
+    "parameters": {model name: parameter count}} as plain numbers and lists.
+    """
+    result: dict[str, dict] = {"final": {}, "history": {}, "parameters": {}}
+    for name, length in RECALL_RUNS:
+        torch.manual_seed(seed)
+        model = build_recall_model(name, length).to(device)
+        result["parameters"][name] = sum(p.numel() for p in model.parameters())
+        train_gen = torch.Generator().manual_seed(1000 + seed)
+        eval_data = first_token_task(256, length, 8, torch.Generator().manual_seed(2000 + seed), device)
+        history = train_classifier(
+            model, lambda length=length, gen=train_gen: first_token_task(batch, length, 8, gen, device), steps, eval_data,
+            eval_every=eval_every,
+        )
+        key = f"{name}, N={length}"
+        result["history"][key] = history
+        result["final"][key] = history["accuracy"][-1]
+    return result

@@ -8,24 +8,69 @@ import math
 
 import torch
 
+GRADIENT_DIMS = [8, 16, 32, 64, 96, 128, 192, 256, 384, 512]
 
-def softmax_logit_gradients(
-    d_k: int, scaled: bool, n_keys: int = 16, trials: int = 256, seed: int = 0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention weights and the gradient norm reaching the scores, for random queries and keys.
 
-    Queries, keys and the upstream gradient have iid standard-normal entries. Returns
-    ``weights`` of shape (trials, n_keys) and ``grad_norms`` of shape (trials,), where
-    ``grad_norms[t]`` is the norm of dL/dz for the t-th query's scores z.
-    """
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def dot_product_variance(d_k: int, samples: int = 20_000, seed: int = 0) -> float:
+    """Empirical variance of q·k for q, k with iid standard-normal components."""
+    _check_positive("d_k", d_k)
+    _check_positive("samples", samples)
+    if samples < 2:
+        raise ValueError(f"samples must be at least 2 to estimate a variance, got {samples}")
     gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(trials, 1, d_k, generator=gen)  # (trials, 1, d_k)
-    k = torch.randn(trials, n_keys, d_k, generator=gen)  # (trials, n_keys, d_k)
+    q = torch.randn(samples, d_k, generator=gen)
+    k = torch.randn(samples, d_k, generator=gen)
+    return (q * k).sum(dim=-1).var().item()
+
+
+def attention_gradients(
+    d_k: int, scaled: bool, n_keys: int = 16, trials: int = 1024, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """One query against ``n_keys`` keys, ``trials`` times: the weights and the gradients they pass back.
+
+    Queries, keys and the upstream gradient dL/dp have iid standard-normal entries; the scores are
+    z = q·k (times 1/sqrt(d_k) if ``scaled``). Returns "weights" (trials, n_keys) and the per-trial norms
+    "scores" = ‖∂L/∂z‖, "query" = ‖∂L/∂q‖ and "keys" = ‖∂L/∂K‖ (over all the trial's keys), each (trials,).
+    """
+    for name, value in (("d_k", d_k), ("n_keys", n_keys), ("trials", trials)):
+        _check_positive(name, value)
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(trials, 1, d_k, generator=gen).requires_grad_(True)  # (trials, 1, d_k)
+    k = torch.randn(trials, n_keys, d_k, generator=gen).requires_grad_(True)  # (trials, n_keys, d_k)
     upstream = torch.randn(trials, n_keys, generator=gen)  # dL/dp
     scores = (q @ k.transpose(-2, -1)).squeeze(1)  # (trials, n_keys)
     if scaled:
         scores = scores / math.sqrt(d_k)
-    scores.requires_grad_(True)
+    scores.retain_grad()
     weights = torch.softmax(scores, dim=-1)
     (weights * upstream).sum().backward()
-    return weights.detach(), scores.grad.norm(dim=-1)
+    return {
+        "weights": weights.detach(),
+        "scores": scores.grad.norm(dim=-1),
+        "query": q.grad.squeeze(1).norm(dim=-1),
+        "keys": k.grad.flatten(1).norm(dim=-1),
+    }
+
+
+def softmax_logit_gradients(
+    d_k: int, scaled: bool, n_keys: int = 16, trials: int = 256, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weights (trials, n_keys), ‖∂L/∂z‖ (trials,)): :func:`attention_gradients` for the widget."""
+    result = attention_gradients(d_k, scaled, n_keys, trials, seed)
+    return result["weights"], result["scores"]
+
+
+def gradient_ratios(seed: int, dims: list[int] | None = None) -> dict[str, dict[int, float]]:
+    """Median gradient norm without scaling ÷ with scaling, per d_k, for "scores", "query" and "keys"."""
+    ratios: dict[str, dict[int, float]] = {"scores": {}, "query": {}, "keys": {}}
+    for d_k in dims or GRADIENT_DIMS:
+        unscaled = attention_gradients(d_k, False, seed=seed)
+        scaled = attention_gradients(d_k, True, seed=seed)
+        for name in ratios:
+            ratios[name][d_k] = float(unscaled[name].median() / scaled[name].median())
+    return ratios

@@ -7,23 +7,40 @@ regenerate. A test fails when this file and the notebook disagree.
 import math
 
 import numpy as np
+import torch
 
 Matrix = list[list[float]]
 
 
+def _check_matrix(name: str, a: object) -> tuple[int, int]:
+    """The shape (rows, columns) of a non-empty list-of-rows matrix; a clear error otherwise."""
+    if not isinstance(a, (list, tuple)) or not a:
+        raise ValueError(f"{name} must be a non-empty list of rows, got {a!r:.60}")
+    if not all(isinstance(row, (list, tuple)) for row in a):
+        raise ValueError(f"{name} must be a list of rows (lists), got a row of type {type(a[0]).__name__}")
+    widths = {len(row) for row in a}
+    if len(widths) != 1:
+        raise ValueError(f"{name} has rows of different lengths {sorted(widths)}: it is not a matrix")
+    (width,) = widths
+    if width == 0:
+        raise ValueError(f"{name} has rows of length 0")
+    return len(a), width
+
+
 def transpose(a: Matrix) -> Matrix:
     """Transpose a list-of-rows matrix: (n, m) -> (m, n), with result[j][i] == a[i][j]."""
-    if not a:
-        return []
-    n, m = len(a), len(a[0])
+    if isinstance(a, (list, tuple)) and not a:
+        return []  # the empty matrix is its own transpose
+    n, m = _check_matrix("a", a)
     return [[a[i][j] for i in range(n)] for j in range(m)]
 
 
 def matmul(a: Matrix, b: Matrix) -> Matrix:
     """Matrix product of lists: (n, m) @ (m, p) -> (n, p), (ab)[i][j] = sum_c a[i][c] * b[c][j]."""
-    n, m, p = len(a), len(b), len(b[0])
-    if any(len(row) != m for row in a):
-        raise ValueError(f"inner dimensions differ: a has rows of length {len(a[0])}, b has {m} rows")
+    n, m = _check_matrix("a", a)
+    m_b, p = _check_matrix("b", b)
+    if m != m_b:
+        raise ValueError(f"inner dimensions differ: a is ({n}, {m}) and b is ({m_b}, {p})")
     result = []
     for i in range(n):
         row = []
@@ -37,10 +54,17 @@ def matmul(a: Matrix, b: Matrix) -> Matrix:
 
 
 def softmax_rows(s: Matrix) -> Matrix:
-    """Softmax of every row, stabilised by subtracting the row maximum (no overflow)."""
+    """Softmax of every row, stabilised by subtracting the row maximum (no overflow).
+
+    A score of -inf gets weight 0; a row with no finite score gets all-zero weights (as in chapter 3).
+    """
+    _check_matrix("s", s)
     result = []
     for row in s:
         biggest = max(row)
+        if biggest == -math.inf:
+            result.append([0.0] * len(row))
+            continue
         exps = [math.exp(x - biggest) for x in row]
         total = sum(exps)
         result.append([e / total for e in exps])
@@ -55,11 +79,33 @@ def attention_lists(
     q is (T_q, d_k), k is (T_k, d_k), v is (T_k, d_v), all lists of rows; the output is (T_q, d_v)
     and the weights (T_q, T_k). ``scale`` defaults to 1/sqrt(d_k).
     """
-    scale = 1.0 / math.sqrt(len(q[0])) if scale is None else scale
+    if isinstance(k, (list, tuple)) and not k:
+        raise ValueError("k has no rows (T_k = 0): attention over no keys has no softmax to take")
+    t_q, d_k = _check_matrix("q", q)
+    t_k, d_k_keys = _check_matrix("k", k)
+    t_v, _ = _check_matrix("v", v)
+    if d_k != d_k_keys:
+        raise ValueError(f"q and k must have the same width d_k, got {d_k} and {d_k_keys}")
+    if t_k != t_v:
+        raise ValueError(f"k and v must have the same number of rows T_k, got {t_k} and {t_v}")
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
     raw = matmul(q, transpose(k))  # (T_q, T_k)
     scores = [[x * scale for x in row] for row in raw]
     weights = softmax_rows(scores)  # (T_q, T_k), rows sum to 1
     return matmul(weights, v), weights  # (T_q, d_v)
+
+
+def _check_arrays(q, k, v, kind: str) -> None:
+    """Shapes (..., T_q, d_k), (..., T_k, d_k), (..., T_k, d_v) with T_k > 0, or a clear error."""
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if a.ndim < 2:
+            raise ValueError(f"{name} must be a {kind} of shape (..., T, d), got shape {tuple(a.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same width d_k, got {tuple(q.shape)} and {tuple(k.shape)}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same length T_k, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if k.shape[-2] == 0:
+        raise ValueError("k has no rows (T_k = 0): attention over no keys has no softmax to take")
 
 
 def softmax_numpy(s: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -77,8 +123,51 @@ def attention_numpy(
     Shapes: q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v) -> output (..., T_q, d_v),
     weights (..., T_q, T_k). ``scale`` defaults to 1/sqrt(d_k).
     """
+    q, k, v = (np.asarray(a) for a in (q, k, v))
+    _check_arrays(q, k, v, "NumPy array")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     k_t = k.swapaxes(-2, -1)  # (..., d_k, T_k)
     scores = (q @ k_t) * scale  # (..., T_q, T_k)
     weights = softmax_numpy(scores, axis=-1)  # (..., T_q, T_k)
     return weights @ v, weights  # (..., T_q, d_v)
+
+
+def attention_torch(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention from tensor operations (no softmax or SDPA call): (output, weights).
+
+    Shapes: q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v) -> output (..., T_q, d_v),
+    weights (..., T_q, T_k); leading axes broadcast. ``scale`` defaults to 1/sqrt(d_k).
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point torch.Tensor, got {t!r:.60}")
+    _check_arrays(q, k, v, "tensor")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    k_t = k.transpose(-2, -1)  # (..., d_k, T_k)
+    scores = (q @ k_t) * scale  # (..., T_q, T_k)
+    exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True))  # stable: every exponent <= 0
+    weights = exps / exps.sum(dim=-1, keepdim=True)  # (..., T_q, T_k)
+    return weights @ v, weights  # (..., T_q, d_v)
+
+
+def scratch_agreement(seed: int, t_q: int = 7, t_k: int = 9, d_k: int = 16, d_v: int = 8) -> dict[str, float]:
+    """Chapter 9's agreement claim on random float64 inputs drawn with ``seed``: the largest absolute
+    difference of the lists, NumPy and tensor versions from each other and from PyTorch's SDPA (CPU)."""
+    import torch.nn.functional as F
+
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.standard_normal((t_q, d_k)), rng.standard_normal((t_k, d_k)), rng.standard_normal((t_k, d_v))
+    lists = np.array(attention_lists(q.tolist(), k.tolist(), v.tolist())[0])
+    arrays = attention_numpy(q, k, v)[0]
+    tensors = attention_torch(*(torch.from_numpy(a) for a in (q, k, v)))[0].numpy()
+    sdpa = F.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v))).numpy()
+    return {
+        "lists vs NumPy": float(np.abs(lists - arrays).max()),
+        "lists vs attention_torch": float(np.abs(lists - tensors).max()),
+        "lists vs SDPA": float(np.abs(lists - sdpa).max()),
+        "NumPy vs SDPA": float(np.abs(arrays - sdpa).max()),
+    }

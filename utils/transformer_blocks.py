@@ -10,16 +10,44 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from utils.attention import scaled_dot_product_attention
+from utils.multihead import MultiHeadAttention
+from utils.positional import sinusoidal_encoding
+
+
+def _check_float_tensor(x: object, name: str) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+
+
+def _check_last_dim(x: object, d_model: int, name: str, dims: int | None = None) -> None:
+    _check_float_tensor(x, name)
+    if dims is not None and x.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dimensions (B, T, d_model), got shape {tuple(x.shape)}")
+    if x.dim() == 0 or x.shape[-1] != d_model:
+        raise ValueError(f"{name} must end in d_model={d_model}, got shape {tuple(x.shape)}")
+
+
+def _check_positive_int(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _check_dropout(dropout: object) -> None:
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
 
 
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     """Exact GELU: x * Phi(x), with Phi the standard normal CDF written with erf."""
+    _check_float_tensor(x, "x")
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     """The tanh approximation of GELU (Hendrycks & Gimpel), as in ``F.gelu(x, approximate="tanh")``."""
+    _check_float_tensor(x, "x")
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
@@ -27,117 +55,256 @@ ACTIVATIONS = {"relu": F.relu, "gelu": gelu_erf, "gelu_tanh": gelu_tanh}
 
 
 class FeedForward(nn.Module):
-    """Position-wise FFN: W2 act(W1 x + b1) + b2, the same map applied to every position."""
+    """Position-wise FFN, FFN(X) = act(X W1 + b1) W2 + b2: the same map applied to every position.
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu") -> None:
+    ``activation`` is "relu", "gelu" (exact, erf) or "gelu_tanh". ``dropout`` acts on the hidden
+    activations, as in ``nn.TransformerEncoderLayer``. ``nn.Linear`` stores W1 transposed: its
+    ``weight`` is (d_ff, d_model).
+    """
+
+    def __init__(
+        self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0, bias: bool = True
+    ) -> None:
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
-        self.activation = activation
+        _check_positive_int(d_model, "d_model")
+        _check_positive_int(d_ff, "d_ff")
+        _check_dropout(dropout)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.d_model, self.activation = d_model, activation
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)  # weight (d_ff, d_model) = W1^T
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # weight (d_model, d_ff) = W2^T
+        self.dropout = nn.Dropout(dropout)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        """The d_ff hidden activations, (..., d_ff)."""
+        """The hidden activations act(X W1 + b1), (..., d_ff)."""
+        _check_last_dim(x, self.d_model, "x")
         return ACTIVATIONS[self.activation](self.linear1(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear2(self.hidden(x))
+        return self.linear2(self.dropout(self.hidden(x)))  # (..., d_model)
 
 
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention with separate Q, K, V and output projections.
+GATED_ACTIVATIONS = {"swiglu": F.silu, "geglu": gelu_erf}
 
-    ``forward(x_q, x_kv, allowed)``: queries come from ``x_q`` (B, T_q, d), keys and values from
-    ``x_kv`` (B, T_k, d); ``allowed`` is a boolean mask broadcastable to (B, h, T_q, T_k), True =
-    may attend. Returns the output (B, T_q, d); the weights (B, h, T_q, T_k) are kept in
-    ``self.last_weights``.
+
+class GatedFeedForward(nn.Module):
+    """Gated FFN (Shazeer, 2020): (act(X W) * (X V)) W2, three matrices, no biases by default.
+
+    ``activation`` "swiglu" uses SiLU (Swish) for act, "geglu" the exact GELU. With
+    d_ff = 8/3 d_model it holds the parameters of a plain FFN with d_ff = 4 d_model.
     """
 
-    def __init__(self, d_model: int, n_heads: int) -> None:
+    def __init__(
+        self, d_model: int, d_ff: int, activation: str = "swiglu", dropout: float = 0.0, bias: bool = False
+    ) -> None:
         super().__init__()
-        assert d_model % n_heads == 0, "d_model must be divisible by n_heads"
-        self.n_heads, self.d_k = n_heads, d_model // n_heads
-        self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, d_model)
-        self.w_v = nn.Linear(d_model, d_model)
-        self.w_o = nn.Linear(d_model, d_model)
-        self.last_weights: torch.Tensor | None = None
+        _check_positive_int(d_model, "d_model")
+        _check_positive_int(d_ff, "d_ff")
+        _check_dropout(dropout)
+        if activation not in GATED_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(GATED_ACTIVATIONS)}, got {activation!r}")
+        self.d_model, self.activation = d_model, activation
+        self.gate = nn.Linear(d_model, d_ff, bias=bias)  # W
+        self.up = nn.Linear(d_model, d_ff, bias=bias)  # V
+        self.down = nn.Linear(d_ff, d_model, bias=bias)  # W2
+        self.dropout = nn.Dropout(dropout)
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        """act(X W) * (X V), (..., d_ff)."""
+        _check_last_dim(x, self.d_model, "x")
+        return GATED_ACTIVATIONS[self.activation](self.gate(x)) * self.up(x)
 
-    def forward(self, x_q: torch.Tensor, x_kv: torch.Tensor, allowed: torch.Tensor | None = None) -> torch.Tensor:
-        q, k, v = self._split(self.w_q(x_q)), self._split(self.w_k(x_kv)), self._split(self.w_v(x_kv))
-        heads, weights = scaled_dot_product_attention(q, k, v, mask=allowed)  # (B, h, T_q, d_k)
-        self.last_weights = weights.detach()  # (B, h, T_q, T_k)
-        b, _, t_q, _ = heads.shape
-        merged = heads.transpose(1, 2).reshape(b, t_q, self.n_heads * self.d_k)  # (B, T_q, d)
-        return self.w_o(merged)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.dropout(self.hidden(x)))  # (..., d_model)
+
+
+def make_feed_forward(
+    d_model: int, d_ff: int, activation: str, dropout: float = 0.0, bias: bool = True
+) -> nn.Module:
+    """A plain FFN for "relu", "gelu", "gelu_tanh"; a gated one for "swiglu", "geglu"."""
+    if activation in GATED_ACTIVATIONS:
+        return GatedFeedForward(d_model, d_ff, activation, dropout, bias)
+    if activation in ACTIVATIONS:
+        return FeedForward(d_model, d_ff, activation, dropout, bias)
+    choices = sorted(ACTIVATIONS) + sorted(GATED_ACTIVATIONS)
+    raise ValueError(f"activation must be one of {choices}, got {activation!r}")
+
+
+def _check_mask(mask: object, name: str) -> None:
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"{name} must be boolean (True = may attend) or a float additive mask, got dtype {mask.dtype}")
+
+
+def _torch_activation(layer: nn.Module) -> str | None:
+    """'relu' or 'gelu' for a PyTorch Transformer layer's activation, None for anything else."""
+    act = layer.activation
+    if act is F.relu or isinstance(act, nn.ReLU):
+        return "relu"
+    if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
+        return "gelu"
+    return None
+
+
+class _Block(nn.Module):
+    """What the encoder and decoder blocks share: checks, LayerNorms, dropouts, loading PyTorch's weights."""
+
+    n_norms = 0
+
+    def _configure(
+        self, d_model: int, n_heads: int, d_ff: int, activation: str, norm_first: bool,
+        dropout: float, layer_norm_eps: float, bias: bool,
+    ) -> None:
+        _check_positive_int(d_model, "d_model")
+        _check_positive_int(n_heads, "n_heads")
+        _check_positive_int(d_ff, "d_ff")
+        _check_dropout(dropout)
+        if not isinstance(norm_first, bool):
+            raise TypeError(f"norm_first must be a bool, got {norm_first!r}")
+        if isinstance(layer_norm_eps, bool) or not isinstance(layer_norm_eps, (int, float)) or not layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps must be a positive number, got {layer_norm_eps!r}")
+        self.d_model, self.n_heads, self.d_ff = d_model, n_heads, d_ff
+        self.activation, self.norm_first, self.bias = activation, norm_first, bias
+        self.ffn = make_feed_forward(d_model, d_ff, activation, dropout, bias)
+        for i in range(1, self.n_norms + 1):
+            setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+            setattr(self, f"dropout{i}", nn.Dropout(dropout))
+
+    @staticmethod
+    def _config_of(layer: nn.Module) -> dict:
+        return {
+            "d_model": layer.linear1.in_features,
+            "n_heads": layer.self_attn.num_heads,
+            "d_ff": layer.linear1.out_features,
+            "activation": _torch_activation(layer) or repr(layer.activation),
+            "norm_first": layer.norm_first,
+            "bias": layer.linear1.bias is not None,
+        }
+
+    def _check_torch_layer(self, layer: nn.Module, kind: type) -> None:
+        if not isinstance(layer, kind):
+            raise TypeError(f"layer must be an nn.{kind.__name__}, got {type(layer).__name__}")
+        theirs = self._config_of(layer)
+        ours = {name: getattr(self, name) for name in theirs}
+        wrong = [f"{name}: layer has {theirs[name]!r}, block has {ours[name]!r}" for name in theirs
+                 if theirs[name] != ours[name]]
+        if wrong:
+            raise ValueError("cannot load a layer of another configuration (" + "; ".join(wrong)
+                             + "); build the block with from_torch(layer)")
 
     @torch.no_grad()
-    def load_from_torch(self, mha: nn.MultiheadAttention) -> None:
-        """Copy the weights of an ``nn.MultiheadAttention`` (packed in_proj) into this module."""
-        d = self.w_q.in_features
-        for i, proj in enumerate((self.w_q, self.w_k, self.w_v)):
-            proj.weight.copy_(mha.in_proj_weight[i * d : (i + 1) * d])
-            proj.bias.copy_(mha.in_proj_bias[i * d : (i + 1) * d])
-        self.w_o.weight.copy_(mha.out_proj.weight)
-        self.w_o.bias.copy_(mha.out_proj.bias)
+    def _load_common(self, layer: nn.Module) -> None:
+        self.ffn.linear1.load_state_dict(layer.linear1.state_dict())
+        self.ffn.linear2.load_state_dict(layer.linear2.state_dict())
+        self.ffn.dropout.p = layer.dropout.p
+        for i in range(1, self.n_norms + 1):
+            theirs, ours = getattr(layer, f"norm{i}"), getattr(self, f"norm{i}")
+            ours.load_state_dict(theirs.state_dict())
+            ours.eps = theirs.eps  # honour the layer's layer_norm_eps
+            getattr(self, f"dropout{i}").p = getattr(layer, f"dropout{i}").p
+
+    @classmethod
+    def _from_torch(cls, layer: nn.Module, kind: type):
+        if not isinstance(layer, kind):
+            raise TypeError(f"layer must be an nn.{kind.__name__}, got {type(layer).__name__}")
+        config = cls._config_of(layer)
+        if _torch_activation(layer) is None:
+            raise ValueError(f"only relu and gelu layers can be copied, got activation {layer.activation!r}")
+        block = cls(**config, dropout=layer.dropout.p, layer_norm_eps=layer.norm1.eps)
+        block = block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
+        block.load_from_torch(layer)
+        return block
 
 
-def _copy_ffn_and_norms(ours: nn.Module, theirs: nn.Module, n_norms: int) -> None:
-    ours.ffn.linear1.load_state_dict(theirs.linear1.state_dict())
-    ours.ffn.linear2.load_state_dict(theirs.linear2.state_dict())
-    for i in range(1, n_norms + 1):
-        getattr(ours, f"norm{i}").load_state_dict(getattr(theirs, f"norm{i}").state_dict())
-
-
-class EncoderBlock(nn.Module):
+class EncoderBlock(_Block):
     """Self-attention and FFN, each wrapped in a residual connection and a LayerNorm.
 
     Post-LN (``norm_first=False``, the original): x = LN(x + SA(x)); x = LN(x + FFN(x)).
     Pre-LN (``norm_first=True``): x = x + SA(LN(x)); x = x + FFN(LN(x)).
+    ``activation``: "relu", "gelu", "gelu_tanh", or a gated "swiglu" / "geglu" FFN.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads)
-        self.ffn = FeedForward(d_model, d_ff, activation)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
+    n_norms = 2
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor | None = None) -> torch.Tensor:
-        """x (B, T, d); ``allowed`` (B, 1, 1, T) marks real (non-padding) source tokens."""
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False,
+        dropout: float = 0.0, layer_norm_eps: float = 1e-5, bias: bool = True,
+    ) -> None:
+        super().__init__()
+        self._configure(d_model, n_heads, d_ff, activation, norm_first, dropout, layer_norm_eps, bias)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.last_weights: torch.Tensor | None = None
+
+    def _sa(self, h: torch.Tensor, allowed, is_causal: bool, need_weights: bool) -> torch.Tensor:
+        out, self.last_weights = self.self_attn(
+            h, h, h, mask=allowed, is_causal=is_causal, need_weights=need_weights, average_weights=False
+        )
+        return self.dropout1(out)
+
+    def forward(
+        self, x: torch.Tensor, allowed: torch.Tensor | None = None, is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
+        """x (B, T, d) -> (B, T, d). ``allowed`` broadcasts to (B, h, T, T), True = may attend, e.g.
+        (B, 1, 1, T) for padding. With ``need_weights`` the weights (B, h, T, T) go to ``last_weights``."""
+        _check_last_dim(x, self.d_model, "x", dims=3)
+        _check_mask(allowed, "allowed")
         if self.norm_first:
-            h = self.norm1(x)
-            x = x + self.self_attn(h, h, allowed)
-            return x + self.ffn(self.norm2(x))
-        x = self.norm1(x + self.self_attn(x, x, allowed))
-        return self.norm2(x + self.ffn(x))
+            x = x + self._sa(self.norm1(x), allowed, is_causal, need_weights)
+            return x + self.dropout2(self.ffn(self.norm2(x)))
+        x = self.norm1(x + self._sa(x, allowed, is_causal, need_weights))
+        return self.norm2(x + self.dropout2(self.ffn(x)))
 
     @torch.no_grad()
     def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> None:
-        """Copy every weight of an ``nn.TransformerEncoderLayer`` of the same shape."""
-        self.self_attn.load_from_torch(layer.self_attn)
-        _copy_ffn_and_norms(self, layer, 2)
+        """Copy the weights, LayerNorm eps and dropout rates of an ``nn.TransformerEncoderLayer`` of the
+        same configuration; raise ValueError naming every difference."""
+        self._check_torch_layer(layer, nn.TransformerEncoderLayer)
+        self.self_attn.load_state_dict(MultiHeadAttention.from_torch(layer.self_attn).state_dict())
+        self._load_common(layer)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":
+        """A block configured like ``layer`` (sizes, activation, placement, eps, bias, dropout), holding its
+        weights, on its device and in its dtype."""
+        return cls._from_torch(layer, nn.TransformerEncoderLayer)
 
 
-class DecoderBlock(nn.Module):
-    """Causal self-attention, cross-attention to the encoder output, FFN; residuals and LayerNorms.
+class DecoderBlock(_Block):
+    """Causal self-attention, cross-attention to the encoder's output, FFN; residuals and LayerNorms.
 
-    Cross-attention takes its queries from the decoder and its keys and values from ``memory``.
+    Cross-attention takes its queries from the decoder stream ``y`` and its keys and values from
+    ``memory``. Post-LN or Pre-LN and dropout as in :class:`EncoderBlock`.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False) -> None:
+    n_norms = 3
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False,
+        dropout: float = 0.0, layer_norm_eps: float = 1e-5, bias: bool = True,
+    ) -> None:
         super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads)
-        self.ffn = FeedForward(d_model, d_ff, activation)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.norm3 = nn.LayerNorm(d_model)
+        self._configure(d_model, n_heads, d_ff, activation, norm_first, dropout, layer_norm_eps, bias)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.last_self_weights: torch.Tensor | None = None
+        self.last_cross_weights: torch.Tensor | None = None
+
+    def _sa(self, h: torch.Tensor, allowed, is_causal: bool, need_weights: bool) -> torch.Tensor:
+        out, self.last_self_weights = self.self_attn(
+            h, h, h, mask=allowed, is_causal=is_causal, need_weights=need_weights, average_weights=False
+        )
+        return self.dropout1(out)
+
+    def _ca(self, h: torch.Tensor, memory: torch.Tensor, allowed, need_weights: bool) -> torch.Tensor:
+        out, self.last_cross_weights = self.cross_attn(
+            h, memory, memory, mask=allowed, need_weights=need_weights, average_weights=False
+        )
+        return self.dropout2(out)
 
     def forward(
         self,
@@ -145,33 +312,41 @@ class DecoderBlock(nn.Module):
         memory: torch.Tensor,
         self_allowed: torch.Tensor | None = None,
         memory_allowed: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
     ) -> torch.Tensor:
-        """y (B, T_dec, d), memory (B, T_enc, d); masks: True = may attend."""
+        """y (B, T_dec, d), memory (B, T_enc, d) -> (B, T_dec, d). Masks, True = may attend:
+        ``self_allowed`` broadcasts to (B, h, T_dec, T_dec) (the causal mask), ``memory_allowed`` to
+        (B, h, T_dec, T_enc) (source padding); ``is_causal=True`` applies the causal mask itself. With
+        ``need_weights`` the weights go to ``last_self_weights`` and ``last_cross_weights`` (B, h, T_q, T_k)."""
+        _check_last_dim(y, self.d_model, "y", dims=3)
+        _check_last_dim(memory, self.d_model, "memory", dims=3)
+        if memory.shape[0] != y.shape[0]:
+            raise ValueError(f"memory must have y's batch size {y.shape[0]}, got shape {tuple(memory.shape)}")
+        _check_mask(self_allowed, "self_allowed")
+        _check_mask(memory_allowed, "memory_allowed")
         if self.norm_first:
-            h = self.norm1(y)
-            y = y + self.self_attn(h, h, self_allowed)
-            y = y + self.cross_attn(self.norm2(y), memory, memory_allowed)
-            return y + self.ffn(self.norm3(y))
-        y = self.norm1(y + self.self_attn(y, y, self_allowed))
-        y = self.norm2(y + self.cross_attn(y, memory, memory_allowed))
-        return self.norm3(y + self.ffn(y))
+            y = y + self._sa(self.norm1(y), self_allowed, is_causal, need_weights)
+            y = y + self._ca(self.norm2(y), memory, memory_allowed, need_weights)
+            return y + self.dropout3(self.ffn(self.norm3(y)))
+        y = self.norm1(y + self._sa(y, self_allowed, is_causal, need_weights))
+        y = self.norm2(y + self._ca(y, memory, memory_allowed, need_weights))
+        return self.norm3(y + self.dropout3(self.ffn(y)))
 
     @torch.no_grad()
     def load_from_torch(self, layer: nn.TransformerDecoderLayer) -> None:
-        """Copy every weight of an ``nn.TransformerDecoderLayer`` of the same shape."""
-        self.self_attn.load_from_torch(layer.self_attn)
-        self.cross_attn.load_from_torch(layer.multihead_attn)
-        _copy_ffn_and_norms(self, layer, 3)
+        """Copy the weights, LayerNorm eps and dropout rates of an ``nn.TransformerDecoderLayer`` of the
+        same configuration; raise ValueError naming every difference."""
+        self._check_torch_layer(layer, nn.TransformerDecoderLayer)
+        self.self_attn.load_state_dict(MultiHeadAttention.from_torch(layer.self_attn).state_dict())
+        self.cross_attn.load_state_dict(MultiHeadAttention.from_torch(layer.multihead_attn).state_dict())
+        self._load_common(layer)
 
-
-def sinusoidal_positions(length: int, d_model: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """The sinusoidal position encodings of chapter 5, (length, d_model)."""
-    pos = torch.arange(length, device=device, dtype=torch.float32)[:, None]  # (T, 1)
-    freq = torch.exp(-math.log(10_000.0) * torch.arange(0, d_model, 2, device=device) / d_model)  # (d/2,)
-    pe = torch.zeros(length, d_model, device=device)
-    pe[:, 0::2] = torch.sin(pos * freq)
-    pe[:, 1::2] = torch.cos(pos * freq)
-    return pe
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
+        """A block configured like ``layer`` (sizes, activation, placement, eps, bias, dropout), holding its
+        weights, on its device and in its dtype."""
+        return cls._from_torch(layer, nn.TransformerDecoderLayer)
 
 
 # The toy task: reverse a string of lower-case letters.
@@ -182,6 +357,8 @@ VOCAB = 3 + len(LETTERS)
 
 def encode_text(text: str) -> list[int]:
     """Letters -> token ids (3..28); other characters are dropped."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
     return [3 + LETTERS.index(c) for c in text.lower() if c in LETTERS]
 
 
@@ -201,9 +378,14 @@ def reversal_batch(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random letter strings of length min_len..max_len and their reversals.
 
-    Returns ``src`` (B, max_len), right-aligned (padded with PAD on the left), ``tgt_in`` (B, max_len + 1) = BOS + reversal,
-    and ``tgt_out`` (B, max_len + 1) = reversal + EOS (the next-token targets), both padded.
+    Returns ``src`` (B, max_len), right-aligned (padded with PAD on the left), ``tgt_in``
+    (B, max_len + 1) = BOS + reversal, and ``tgt_out`` (B, max_len + 1) = reversal + EOS (the
+    next-token targets), both padded with PAD on the right.
     """
+    _check_positive_int(batch, "batch")
+    _check_positive_int(min_len, "min_len")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < min_len:
+        raise ValueError(f"max_len must be an int >= min_len={min_len}, got {max_len!r}")
     lengths = torch.randint(min_len, max_len + 1, (batch,), generator=generator)
     letters = torch.randint(3, VOCAB, (batch, max_len), generator=generator)
     positions = torch.arange(max_len)
@@ -216,45 +398,69 @@ def reversal_batch(
     return src.to(device), tgt_in.to(device), tgt_out.to(device)
 
 
+def source_tensor(text: str, max_len: int = 8, device: torch.device | str = "cpu") -> torch.Tensor:
+    """One string -> a right-aligned source row (1, max_len), as in ``reversal_batch``."""
+    _check_positive_int(max_len, "max_len")
+    ids = encode_text(text)[:max_len]
+    return torch.tensor([[PAD] * (max_len - len(ids)) + ids], dtype=torch.long, device=device)
+
+
+def _check_tokens(tokens: object, name: str, vocab: int) -> None:
+    if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
+        got = (f"{tokens.dtype} tensor of shape {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor)
+               else type(tokens).__name__)
+        raise ValueError(f"{name} must be a (B, T) tensor of token ids (torch.long), got {got}")
+    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab):
+        raise ValueError(f"{name} holds ids outside 0..{vocab - 1}")
+
+
 class Seq2Seq(nn.Module):
-    """A small encoder-decoder Transformer: shared embeddings, sinusoidal positions, Post-LN blocks."""
+    """A small encoder-decoder Transformer: one embedding shared by both sides, chapter 5's sinusoidal
+    positions, ``n_layers`` blocks per side, a linear output head; Pre-LN stacks get final LayerNorms."""
 
     def __init__(
         self, vocab: int = VOCAB, d_model: int = 32, n_heads: int = 4, n_layers: int = 1,
-        d_ff: int = 128, activation: str = "relu", norm_first: bool = False,
+        d_ff: int = 128, activation: str = "relu", norm_first: bool = False, dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        self.d_model = d_model
+        _check_positive_int(vocab, "vocab")
+        _check_positive_int(n_layers, "n_layers")
+        self.vocab, self.d_model = vocab, d_model
         self.embed = nn.Embedding(vocab, d_model, padding_idx=PAD)
         self.encoder = nn.ModuleList(
-            [EncoderBlock(d_model, n_heads, d_ff, activation, norm_first) for _ in range(n_layers)]
+            [EncoderBlock(d_model, n_heads, d_ff, activation, norm_first, dropout) for _ in range(n_layers)]
         )
         self.decoder = nn.ModuleList(
-            [DecoderBlock(d_model, n_heads, d_ff, activation, norm_first) for _ in range(n_layers)]
+            [DecoderBlock(d_model, n_heads, d_ff, activation, norm_first, dropout) for _ in range(n_layers)]
         )
         self.enc_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
         self.dec_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
         self.head = nn.Linear(d_model, vocab)
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        pe = sinusoidal_positions(tokens.size(1), self.d_model, tokens.device)  # (T, d)
+        pe = sinusoidal_encoding(tokens.size(1), self.d_model, device=tokens.device)  # (T, d)
         return self.embed(tokens) + pe  # (B, T, d)
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """src (B, T_enc) -> memory (B, T_enc, d) and the source mask (B, 1, 1, T_enc)."""
+        """src (B, T_enc) -> memory (B, T_enc, d) and the source mask (B, 1, 1, T_enc), True = real token."""
+        _check_tokens(src, "src", self.vocab)
         allowed = (src != PAD)[:, None, None, :]  # (B, 1, 1, T_enc)
         x = self._embed(src)
         for block in self.encoder:
             x = block(x, allowed)
         return self.enc_norm(x), allowed
 
-    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, memory_allowed: torch.Tensor) -> torch.Tensor:
-        """tgt_in (B, T_dec) -> next-token logits (B, T_dec, vocab); causal self-attention."""
+    def decode(
+        self, tgt_in: torch.Tensor, memory: torch.Tensor, memory_allowed: torch.Tensor, need_weights: bool = False
+    ) -> torch.Tensor:
+        """tgt_in (B, T_dec) -> next-token logits (B, T_dec, vocab), with causal self-attention. With
+        ``need_weights`` every decoder block keeps its attention weights (see DecoderBlock)."""
+        _check_tokens(tgt_in, "tgt_in", self.vocab)
         t = tgt_in.size(1)
         causal = torch.ones(t, t, dtype=torch.bool, device=tgt_in.device).tril()  # (T_dec, T_dec)
         y = self._embed(tgt_in)
         for block in self.decoder:
-            y = block(y, memory, causal, memory_allowed)
+            y = block(y, memory, causal, memory_allowed, need_weights=need_weights)
         return self.head(self.dec_norm(y))
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -268,11 +474,12 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, max_len: int) -> torch.Tens
 
     Returns (B, max_len) token ids; after a sequence emits EOS it is padded with PAD.
     """
+    _check_positive_int(max_len, "max_len")
     memory, allowed = model.encode(src)
     out = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(max_len):  # sequential: step t needs the token chosen at step t - 1
-        logits = model.decode(out, memory, allowed)[:, -1]  # (B, vocab): the last position only
+        logits = model.decode(out, memory, allowed)[:, -1]  # (B, vocab): the newest position only
         nxt = logits.argmax(-1).masked_fill(done, PAD)  # (B,)
         out = torch.cat([out, nxt[:, None]], dim=1)  # (B, t + 1)
         done |= nxt == EOS
@@ -287,7 +494,8 @@ def train_seq2seq(
     model: Seq2Seq, steps: int, lr: float = 3e-3, batch: int = 64, min_len: int = 2, max_len: int = 8,
     sampling_prob: float = 0.0, seed: int = 0, warmup: int = 20, snapshot_at: tuple[int, ...] = (),
 ) -> tuple[list[float], dict[int, dict[str, torch.Tensor]]]:
-    """Train with Adam on reversal. ``sampling_prob`` > 0 turns on two-pass scheduled sampling.
+    """Train with Adam on reversal; the model is left in eval mode. ``sampling_prob`` > 0 turns on
+    two-pass scheduled sampling.
 
     Two-pass scheduled sampling (Mihaylova & Martins, 2019): a first, gradient-free pass with
     teacher forcing gives the model's own predictions; each decoder input token after BOS is then
@@ -295,6 +503,10 @@ def train_seq2seq(
     and the second pass is trained on the gold targets. Returns the loss per step and copies of
     the model's weights after each step listed in ``snapshot_at`` (steps counted from 1).
     """
+    _check_positive_int(steps, "steps")
+    _check_positive_int(warmup, "warmup")
+    if not 0.0 <= sampling_prob <= 1.0:
+        raise ValueError(f"sampling_prob must be in [0, 1], got {sampling_prob!r}")
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)  # the data
     coin = torch.Generator().manual_seed(seed + 1)  # scheduled sampling's coin flips
@@ -302,6 +514,7 @@ def train_seq2seq(
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: min(1.0, (s + 1) / warmup))
     losses = []
+    model.train()
     for step in range(steps):
         src, tgt_in, tgt_out = reversal_batch(batch, min_len, max_len, gen, device)
         if sampling_prob > 0:
@@ -322,27 +535,176 @@ def train_seq2seq(
         losses.append(loss.item())
         if step + 1 in snapshot_at:
             snapshots[step + 1] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.eval()
     return losses, snapshots
 
 
-def source_tensor(text: str, max_len: int = 8, device: torch.device | str = "cpu") -> torch.Tensor:
-    """One string -> a right-aligned source row (1, max_len), as in ``reversal_batch``."""
-    ids = encode_text(text)[:max_len]
-    return torch.tensor([[PAD] * (max_len - len(ids)) + ids], dtype=torch.long, device=device)
-
-
 @torch.no_grad()
-def reversal_scores(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Exact match of free-running (greedy) decoding, and accuracy by output position, (T_dec,),
-    with teacher forcing (``teacher``) and free-running (``free``). Padding is not scored."""
+def reversal_scores(
+    model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """Free-running (greedy) decoding against teacher forcing on a test set; padding is not scored.
+
+    ``exact``: share of strings decoded exactly. ``free``, ``teacher`` (T_dec,): token accuracy by
+    output position with the model's own prefix and with the gold prefix. ``free_correct``,
+    ``teacher_correct``, ``real`` (B, T_dec): which positions were right, and which are scored.
+    ``error_before`` (B, T_dec): the model's own prefix before this position held a mistake.
+    ``lengths`` (B,): the strings' lengths.
+    """
     was_training = model.training
     model.eval()
     free = greedy_decode(model, src, tgt_out.size(1))  # (B, T_dec)
     forced = model(src, tgt_in).argmax(-1)  # (B, T_dec): each step fed the gold prefix
     model.train(was_training)
     real = tgt_out != PAD  # (B, T_dec)
+    free_ok, forced_ok = (free == tgt_out) & real, (forced == tgt_out) & real
+    mistakes = (~free_ok & real).long()
+    error_before = (torch.cumsum(mistakes, dim=1) - mistakes) > 0  # (B, T_dec)
     return {
         "exact": ((free == tgt_out) | ~real).all(1).float().mean(),
-        "free": ((free == tgt_out) & real).sum(0) / real.sum(0),
-        "teacher": ((forced == tgt_out) & real).sum(0) / real.sum(0),
+        "free": free_ok.sum(0) / real.sum(0),
+        "teacher": forced_ok.sum(0) / real.sum(0),
+        "free_correct": free_ok,
+        "teacher_correct": forced_ok,
+        "real": real,
+        "error_before": error_before,
+        "lengths": (src != PAD).sum(1),
+    }
+
+
+def reversal_test_set(device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The chapter's fixed test set: 1000 strings of 2 to 8 letters (generator seed 123)."""
+    return reversal_batch(1000, 2, 8, torch.Generator().manual_seed(123), device)
+
+
+@torch.no_grad()
+def cross_attention_alignment(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> float:
+    """Share of output letters whose largest cross-attention weight (mean over heads, last decoder
+    block, teacher-forced pass) falls on the mirrored source position T_enc - 1 - t."""
+    memory, allowed = model.encode(src)
+    model.decode(tgt_in, memory, allowed, need_weights=True)
+    weights = model.decoder[-1].last_cross_weights.mean(1)  # (B, T_dec, T_enc)
+    t_enc = src.size(1)
+    mirrored = (t_enc - 1 - torch.arange(tgt_in.size(1), device=src.device)).clamp(min=0)  # (T_dec,)
+    letters = tgt_out >= 3  # (B, T_dec): output positions that are letters
+    return (weights.argmax(-1) == mirrored)[letters].float().mean().item()
+
+
+def exposure_bias_breakdown(scores: dict[str, torch.Tensor], length: int = 8) -> dict[str, float | list[float]]:
+    """Separate exposure bias from the difficulty of long strings (``scores`` from ``reversal_scores``).
+
+    ``clean_gap``: the largest |teacher - free| accuracy difference over positions, on tokens whose own
+    prefix was right (0 up to numerical ties). ``after_error_teacher`` / ``after_error_free``: accuracy
+    on the tokens that follow an own mistake, with the gold prefix / with the model's own prefix, and
+    ``after_error_tokens`` their number. ``gap_at_length``: teacher - free accuracy by position over
+    the strings of exactly ``length`` letters (positions 1 .. length + 1, the last being EOS).
+    """
+    real, before = scores["real"], scores["error_before"]
+    free_ok, teacher_ok = scores["free_correct"], scores["teacher_correct"]
+    clean = real & ~before  # (B, T_dec)
+    per_position = (teacher_ok & clean).sum(0) - (free_ok & clean).sum(0)  # (T_dec,)
+    clean_gap = (per_position.abs() / clean.sum(0).clamp(min=1)).max().item()
+    after = real & before
+    n_after = int(after.sum())
+    same_length = scores["lengths"] == length  # (B,)
+    if not same_length.any():
+        raise ValueError(f"no string of length {length} in the scores")
+    gap = teacher_ok[same_length].float().mean(0) - free_ok[same_length].float().mean(0)  # (T_dec,)
+    return {
+        "clean_gap": clean_gap,
+        "after_error_tokens": n_after,
+        "after_error_teacher": teacher_ok[after].float().mean().item() if n_after else float("nan"),
+        "after_error_free": free_ok[after].float().mean().item() if n_after else float("nan"),
+        "gap_at_length": gap[: length + 1].tolist(),
+    }
+
+
+@torch.no_grad()
+def ffn_dead_units(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, float]:
+    """``dead``: share of FFN hidden units (all blocks) whose pre-activation is never positive on a real
+    token; ``zero_share``: share of (token, unit) pairs whose pre-activation is <= 0 (for ReLU: an
+    output of exactly 0, and no gradient through that unit for that token)."""
+    captured: list[torch.Tensor] = []
+    blocks = [*model.encoder, *model.decoder]
+    if not all(isinstance(b.ffn, FeedForward) for b in blocks):
+        raise ValueError("ffn_dead_units needs plain (non-gated) FFNs")
+    hooks = [b.ffn.linear1.register_forward_hook(lambda m, i, out: captured.append(out)) for b in blocks]
+    try:
+        model(src, tgt_in)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    n_enc = len(model.encoder)
+    real = [src != PAD] * n_enc + [tgt_in != PAD] * len(model.decoder)
+    pre = [z[mask] for z, mask in zip(captured, real)]  # each (real tokens, d_ff)
+    dead = torch.cat([(z <= 0).all(0) for z in pre])  # (units,)
+    zero = torch.cat([(z <= 0).flatten() for z in pre])
+    return {"dead": dead.float().mean().item(), "zero_share": zero.float().mean().item(), "units": dead.numel()}
+
+
+def frozen_units_experiment(
+    seed: int, offsets: tuple[float, ...] = (-3.0, -8.0), steps: int = 200, pushed: int = 32
+) -> dict[str, float]:
+    """Train a 16 -> 64 -> 1 FFN (ReLU or GELU) with Adam on a random teacher; ``pushed`` of its units
+    start with bias ``offset``. Returns, per "<activation>@<offset>", the largest change of any incoming
+    weight or bias of a pushed unit (``max_change``) and the share of pushed units that changed by more
+    than 1e-3 (``moved``)."""
+    d, d_ff = 16, 64
+    results: dict[str, float] = {}
+    for activation, act in (("relu", F.relu), ("gelu", gelu_erf)):
+        for offset in offsets:
+            torch.manual_seed(seed)
+            data = torch.Generator().manual_seed(seed)
+            teacher = nn.Sequential(nn.Linear(d, d_ff), nn.ReLU(), nn.Linear(d_ff, 1))
+            first, second = nn.Linear(d, d_ff), nn.Linear(d_ff, 1)
+            with torch.no_grad():
+                first.bias[:pushed] = offset
+            start = torch.cat([first.weight, first.bias[:, None]], 1).detach().clone()  # (d_ff, d + 1)
+            optimiser = torch.optim.Adam([*first.parameters(), *second.parameters()], lr=1e-2)
+            for _ in range(steps):
+                x = torch.randn(256, d, generator=data)
+                with torch.no_grad():
+                    target = teacher(x)
+                loss = F.mse_loss(second(act(first(x))), target)
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+            change = (torch.cat([first.weight, first.bias[:, None]], 1) - start).abs().amax(1)[:pushed]  # (pushed,)
+            results[f"{activation}@{offset:g}_max_change"] = change.max().item()
+            results[f"{activation}@{offset:g}_moved"] = (change > 1e-3).float().mean().item()
+    return results
+
+
+def reversal_experiment(seed: int, device: torch.device | str = "cpu") -> dict[str, float]:
+    """Sections 5, 7, 8 and 10 for one seed: the trained model (300 steps), its copy after 120 steps, and a
+    120-step scheduled-sampling model (p = 0.5) from the same initial weights; the numbers the chapter
+    asserts, as plain floats."""
+    test = reversal_test_set(device)
+    torch.manual_seed(seed)
+    trained = Seq2Seq().to(device)
+    _, snaps = train_seq2seq(trained, steps=300, seed=seed, snapshot_at=(120,))
+    weak_model = Seq2Seq().to(device)
+    weak_model.load_state_dict(snaps[120])
+    weak_model.eval()
+    torch.manual_seed(seed)
+    sampled = Seq2Seq().to(device)
+    train_seq2seq(sampled, steps=120, sampling_prob=0.5, seed=seed)
+    weak_result = reversal_scores(weak_model, *test)
+    sampled_result = reversal_scores(sampled, *test)
+    weak_parts = exposure_bias_breakdown(weak_result)
+    sampled_parts = exposure_bias_breakdown(sampled_result)
+    gap = weak_parts["gap_at_length"]
+    dead = ffn_dead_units(trained, test[0], test[1])
+    return {
+        "exact": reversal_scores(trained, *test)["exact"].item(),
+        "alignment": cross_attention_alignment(trained, *test),
+        "weak_exact": weak_result["exact"].item(),
+        "clean_gap": weak_parts["clean_gap"],
+        "after_error_gap": weak_parts["after_error_teacher"] - weak_parts["after_error_free"],
+        "gap8_first3_max": max(gap[:3]),
+        "gap8_last3_mean": sum(gap[-3:]) / 3,
+        "scheduled_exact": sampled_result["exact"].item(),
+        "scheduled_after_error_gap": sampled_parts["after_error_teacher"] - sampled_parts["after_error_free"],
+        "dead": dead["dead"],
+        "zero_share": dead["zero_share"],
     }

@@ -5,12 +5,15 @@ regenerate. A test fails when this file and the notebook disagree.
 """
 
 import math
+import random
 import re
 import zlib
 
 import torch
 
 from utils.attention import scaled_dot_product_attention
+from utils.multihead import split_heads
+from utils.positional import shift_matrix, sinusoidal_encoding, sinusoidal_frequencies
 
 CATEGORIES: tuple[str, ...] = (
     "determiner", "animate", "object", "verb", "adjective", "pronoun",
@@ -40,13 +43,23 @@ MAX_TOKENS = 32
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[^\sa-z0-9]")
 
 
+def _check_token(token: object) -> None:
+    if not isinstance(token, str) or not token:
+        raise ValueError(f"a token must be a non-empty string, got {token!r}")
+
+
 def tokenize(sentence: str, max_tokens: int = MAX_TOKENS) -> list[str]:
     """Lower-case and split into words (with an optional 's-style suffix) and punctuation marks."""
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
     return _TOKEN.findall(sentence.lower())[:max_tokens]
 
 
 def category(token: str) -> str:
     """The token's grammatical category: from the lexicon, 'punctuation', or 'unknown'."""
+    _check_token(token)
     if token in LEXICON:
         return LEXICON[token]
     return "unknown" if token[0].isalnum() else "punctuation"
@@ -54,46 +67,78 @@ def category(token: str) -> str:
 
 def token_id(token: str) -> int:
     """Index in VOCABULARY, or len(VOCABULARY) + a CRC-32 hash bucket for any other token."""
+    _check_token(token)
     if token in LEXICON:
         return VOCABULARY.index(token)
     return len(VOCABULARY) + zlib.crc32(token.encode("utf-8")) % N_BUCKETS
 
 
-POSITION_FREQUENCIES: tuple[float, ...] = (0.41, 0.75, 0.92, 1.05, 2.71, 3.01)
+_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+
+
+def made_up_words(count: int, seed: int) -> list[str]:
+    """``count`` distinct pronounceable made-up words (not in the lexicon), drawn with ``seed``."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count must be an int >= 0, got {count!r}")
+    rng = random.Random(seed)
+    words: dict[str, None] = {}  # insertion-ordered, with fast membership tests
+    while len(words) < count:
+        word = "".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4)))
+        if word not in LEXICON:
+            words[word] = None
+    return list(words)
+
+
+def collision_rate(seed: int, words_per_set: int = 5, trials: int = 4000) -> float:
+    """The fraction of sets of ``words_per_set`` distinct made-up words in which two share a hash bucket.
+
+    If CRC-32 spreads words like a uniform random choice of N_BUCKETS buckets, the birthday problem
+    predicts 1 - prod_{m < words_per_set} (1 - m / N_BUCKETS) (0.496 for 5 words in 16 buckets).
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    pool = made_up_words(words_per_set * trials, seed)
+    sets = [pool[i : i + words_per_set] for i in range(0, len(pool), words_per_set)]
+    return sum(len({token_id(w) for w in s}) < words_per_set for s in sets) / trials
+
+
 HEAD_NAMES: tuple[str, ...] = ("previous token", "same category", "nouns for verbs and pronouns", "same word")
-_N_CAT, _N_POS = len(CATEGORIES), 2 * len(POSITION_FREQUENCIES)
-D_MODEL = _N_CAT + _N_POS + len(VOCABULARY) + N_BUCKETS
-_POS = slice(_N_CAT, _N_CAT + _N_POS)
-_WORD = slice(_N_CAT + _N_POS, D_MODEL)
+POSITION_DIM = 12  # chapter 5's sinusoidal encoding with d_model = 12: 6 frequencies
+POSITION_BASE = 10000.0  # chapter 5's (and the paper's) base: omega_i = base^(-2i / POSITION_DIM)
+_N_CAT = len(CATEGORIES)
+D_MODEL = _N_CAT + POSITION_DIM + len(VOCABULARY) + N_BUCKETS
+_POS = slice(_N_CAT, _N_CAT + POSITION_DIM)
+_WORD = slice(_N_CAT + POSITION_DIM, D_MODEL)
 
 
 def embed(tokens: list[str], device: torch.device | str | None = None) -> torch.Tensor:
-    """Embeddings (T, D_MODEL): category one-hot | (cos, sin) of the position | word-id one-hot."""
+    """Embeddings (T, D_MODEL), float64: category one-hot | chapter 5's sinusoidal PE | word-id one-hot."""
+    if not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"tokens must be a list of strings, got {type(tokens).__name__}")
+    for token in tokens:
+        _check_token(token)
     t = len(tokens)
     x = torch.zeros(t, D_MODEL, dtype=torch.float64, device=device)
     rows = torch.arange(t, device=device)
     x[rows, [CATEGORIES.index(category(tok)) for tok in tokens]] = 1.0
     x[rows, [_WORD.start + token_id(tok) for tok in tokens]] = 1.0
-    positions = torch.arange(t, dtype=torch.float64, device=device)[:, None]  # (T, 1)
-    omega = torch.tensor(POSITION_FREQUENCIES, dtype=torch.float64, device=device)[None, :]  # (1, F)
-    x[:, _POS.start : _POS.stop : 2] = torch.cos(positions * omega)  # (T, F)
-    x[:, _POS.start + 1 : _POS.stop : 2] = torch.sin(positions * omega)  # (T, F)
+    x[:, _POS] = sinusoidal_encoding(t, POSITION_DIM, POSITION_BASE, device=device, dtype=torch.float64)  # (T, 12)
     return x
 
 
 def score_matrices(
-    gamma: float = 1.0, beta: float = 4.0, beta_word: float = 5.0, delta: float = 0.5
+    gamma: float = 8.0, beta: float = 4.0, beta_word: float = 24.0, delta: float = 4.0
 ) -> torch.Tensor:
     """The bilinear forms G of the four heads, (h, D_MODEL, D_MODEL): score_ij = x_i G x_j^T."""
+    for name, value in (("gamma", gamma), ("beta", beta), ("beta_word", beta_word), ("delta", delta)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
     g = torch.zeros(len(HEAD_NAMES), D_MODEL, D_MODEL, dtype=torch.float64)
     cat = {name: CATEGORIES.index(name) for name in CATEGORIES}
-    for f, omega in enumerate(POSITION_FREQUENCIES):
-        c, s = math.cos(omega), math.sin(omega)
-        a, b = _POS.start + 2 * f, _POS.start + 2 * f + 1
-        # Head 0: the query's (cos, sin) rotated one position back, p_i R = p_{i-1}.
-        g[0, a, a], g[0, a, b], g[0, b, a], g[0, b, b] = gamma * c, -gamma * s, gamma * s, gamma * c
-        # Head 3: minus the positional identity, largest at j = i: prefer an earlier copy to yourself.
-        g[3, a, a], g[3, b, b] = -delta, -delta
+    # Head 0: chapter 5's shift matrix moves the query's position one step back: p_i M_{-1}^T = p_{i-1}.
+    g[0, _POS, _POS] = gamma * shift_matrix(-1, POSITION_DIM, POSITION_BASE).T
+    # Head 3: minus the positional identity, largest at j = i: prefer another copy to yourself.
+    g[3, _POS, _POS] = -delta * torch.eye(POSITION_DIM, dtype=torch.float64)
     for name in CATEGORIES:  # head 1: words of the same category
         g[1, cat[name], cat[name]] = beta
     for query, key, weight in [
@@ -121,16 +166,25 @@ def attention_for_tokens(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """All four heads on one token list: returns (output (h, T, D_MODEL), weights (h, T, T)).
 
-    The scores q.k / sqrt(d_k) are further divided by ``temperature``; ``causal`` lets token i attend
-    only to tokens j <= i.
+    As in chapter 4, each projection maps the tokens to all heads at once, (T, D) -> (T, h * d_k), and
+    ``split_heads`` cuts the result into heads. The scores q.k / sqrt(d_k) are further divided by
+    ``temperature``; ``causal`` lets token i attend only to tokens j <= i.
     """
-    if temperature <= 0:
-        raise ValueError("temperature must be positive")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
+        math.isfinite(temperature) and temperature > 0
+    ):
+        raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if not tokens:
+        raise ValueError("tokens must not be empty: there is nothing to attend to")
     w = projections(device)
-    x = embed(tokens, device)  # (T, D)
-    q = x @ w["W_Q"]  # (h, T, d_k)
-    k = x @ w["W_K"]  # (h, T, d_k)
-    v = x @ w["W_V"]  # (h, T, d_v)
+    h = len(HEAD_NAMES)
+    x = embed(tokens, device)[None]  # (1, T, D)
+    q, k, v = (
+        split_heads(x @ w[name].permute(1, 0, 2).reshape(D_MODEL, h * D_MODEL), h)[0]  # (h, T, d_k)
+        for name in ("W_Q", "W_K", "W_V")
+    )
     scale = 1.0 / (temperature * math.sqrt(D_MODEL))
     return scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
@@ -139,8 +193,27 @@ def attention_map(
     sentence: str, head: int = 0, temperature: float = 1.0, causal: bool = False
 ) -> tuple[list[str], torch.Tensor]:
     """Tokens of ``sentence`` and the (T, T) attention weights of one head (CPU, float64)."""
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < len(HEAD_NAMES):
+        raise ValueError(f"head must be an int from 0 to {len(HEAD_NAMES) - 1}, got {head!r}")
     tokens = tokenize(sentence)
     if not tokens:
         return [], torch.zeros(0, 0, dtype=torch.float64)
     _, weights = attention_for_tokens(tokens, temperature, causal)
     return tokens, weights[head]
+
+
+def designed_patterns(seed: int, length: int = 16) -> dict[str, float]:
+    """Chapter 10's claim on a random sentence of lexicon words drawn with ``seed`` (some words repeat):
+    the fraction of tokens (after the first) whose largest previous-token-head weight is on the token
+    just before, and the fraction of repeated words whose largest same-word-head weight is on a copy."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    rng = random.Random(seed)
+    words = rng.sample(VOCABULARY, length // 2)
+    tokens = [rng.choice(words) for _ in range(length)]
+    _, weights = attention_for_tokens(tokens)
+    top = weights.argmax(dim=-1)  # (h, T)
+    previous = float((top[0, 1:] == torch.arange(length - 1)).double().mean())
+    repeated = [i for i, tok in enumerate(tokens) if tokens.count(tok) > 1]
+    copies = [tokens[int(top[3, i])] == tokens[i] and int(top[3, i]) != i for i in repeated]
+    return {"previous token": previous, "same word": sum(copies) / len(copies) if copies else 1.0}

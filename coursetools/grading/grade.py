@@ -3,20 +3,27 @@
     python -m coursetools.grading submissions/ --out grades/ --jobs 2
 
 ``submissions/<student>/<NN_name>.ipynb`` (any number of students and chapters). Writes
-``grades/gradebook.csv`` (one row per student x exercise) and ``grades/feedback/<student>.md``.
+``grades/gradebook.csv`` (one row per student x exercise, plus one per file not graded),
+``grades/feedback/<student>.md`` and ``grades/manual/<chapter>/<exercise>.md`` (every learner's text
+for each exercise graded by hand). The gradebook is written last, in one atomic step.
 
 How a submission is graded:
 1. The notebook to run is rebuilt from solutions/: every read-only cell (prose, code, checks) comes
    from there; only the learner's answer cells (matched by nbgrader ``grade_id``, else by cell id)
    and cells the learner added come from the submission. Edited, deleted, duplicated or forged test
-   cells therefore change nothing.
-2. Each check cell becomes a probe cell (coursetools.grading.probes): it records the values of the
-   learner's functions on the grader's inputs, as plain data, and judges nothing.
-3. The notebook runs in its own process, in a scratch folder, with time, CPU, memory, file-size and
-   process limits, inside bubblewrap when available (coursetools.grading.sandbox).
-4. The grader compares the recorded values with the reference values (the same probes run on the
-   solutions notebook) in its own process, with utils.checks. An exercise earns its points only if
-   every one of its probes passes.
+   cells therefore change nothing. Read-only cells that no answer, added cell or check needs (by the
+   names they define; coursetools.grading.flow) are left out, unless ``--all-cells``.
+2. Each check cell becomes a probe function (coursetools.grading.probes): in its own scope it records
+   the values of the learner's functions on the grader's inputs, as plain data, and judges nothing;
+   expected values are never computed in the submission's process.
+3. The notebook runs in its own process tree, sandboxed, one cell at a time, with CPU-time, wall-time,
+   memory, file-size and process limits (coursetools.grading.sandbox). A run stopped by a time limit
+   is run once more before the timeout is recorded.
+4. The grader reads the records with coursetools.grading.safeio (no links, no FIFOs, size caps) and
+   compares them with the reference values (the same probes run on the solutions notebook, held in
+   the grader's memory) with utils.checks. An exercise earns its points only if every probe passes.
+   Exercises graded by hand (an answer cell with nbgrader ``grade`` and ``solution``) get 0 automatic
+   points and the status "needs manual grading"; their text goes to the feedback and to ``manual/``.
 """
 
 from __future__ import annotations
@@ -26,22 +33,33 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from coursetools import notebooks, release
-from coursetools.grading import plaindata, probes, sandbox
+from coursetools.grading import flow, plaindata, probes, safeio, sandbox
+from coursetools.handin import manual_answer
 from utils import checks
 
 FIELDS = ["student", "chapter", "exercise", "points", "max_points", "status", "reason"]
+MAX_NOTEBOOK_BYTES = 50 << 20
+MAX_REASON = 200
+MAX_MANUAL_CHARS = 20_000
+NEEDS_MANUAL = "needs manual grading"
+COPY_SUFFIX = re.compile(r" \(\d+\)$")  # "03_x (1).ipynb", as browsers name a second download
+
+
+class GradingRefused(RuntimeError):
+    """The grader will not run with these settings (the message says why and what to do)."""
 
 
 @dataclass
@@ -49,6 +67,8 @@ class Exercise:
     grade_id: str  # of the answer cell, e.g. ex03_1
     label: str  # 3.1
     points: float
+    manual: bool = False
+    cell_id: str | None = None  # of the manual answer cell
 
 
 @dataclass
@@ -60,101 +80,215 @@ class Row:
     max_points: float
     status: str
     reason: str
+    answer: str | None = field(default=None, repr=False)  # the learner's text, for manual exercises
+
+
+def clean_text(text: object, limit: int = MAX_REASON) -> str:
+    """One short line: control characters and newlines become spaces, runs of spaces one space."""
+    text = "".join(ch if ch.isprintable() else " " for ch in str(text))
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def markdown_escape(text: str) -> str:
+    """Text that Markdown shows as it is: no headings, tables, links, emphasis or HTML."""
+    return re.sub(r"([\\`*_{}\[\]()<>#+\-.!|~])", r"\\\1", text)
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+|~+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _label_key(label: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.]", label)) if label != "-" else (-1,)
+
+
+# --------------------------------------------------------------------------------------------------
+# What the grader knows about a chapter
 
 
 class Chapter:
-    """What the grader knows about one chapter, all from solutions/."""
+    """One chapter as the grader sees it, all from solutions/."""
 
     def __init__(self, path: Path) -> None:
         self.name = path.stem
         self.solution = notebooks.read(path)
-        self.learner = release.release_notebook(self.solution)
+        learner = release.release_notebook(self.solution)
+        by_id = {c.get("id"): c for c in learner.cells if c.get("id")}
+        # The learner's version of each solution cell, by cell id (the release may drop cells, such as
+        # rubrics for instructors), else released on its own.
+        self.learner_cells = [by_id.get(c.get("id")) or release.release_cell(c) for c in self.solution.cells]
         self.exercises: list[Exercise] = []
-        self.answer_ids: set[str] = set()
-        for cell in self.solution.cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if meta.get("solution"):
-                self.answer_ids.add(meta["grade_id"])
-            if meta.get("grade"):
-                answer = meta["grade_id"].removesuffix("_check")
-                self.exercises.append(Exercise(answer, release.exercise_label(answer), float(meta["points"])))
-        self.reference: dict[int, dict] = {}
+        self.answer_ids: set[str] = set()  # code answer cells
+        self.checks: dict[int, probes.CheckCell] = {}  # solution cell index -> check
+        self.names: dict[int, flow.Names] = {}  # read-only code cells: what they define and use
         self.probes: list[probes.Probe] = []
-
-    def cells_to_run(self, answers: dict[str, str], extras: dict[str | None, list[str]],
-                     reference: bool) -> tuple[list[str], list[probes.Probe]]:
-        """Code cells in order: read-only ones from solutions/, answers and extra cells as given."""
-        cells: list[str] = list(extras.get(None, []))
-        found: list[probes.Probe] = []
-        for sol_cell, learner_cell in zip(self.solution.cells, self.learner.cells):
-            meta = sol_cell.get("metadata", {}).get("nbgrader", {})
+        for index, cell in enumerate(self.solution.cells):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
             grade_id = meta.get("grade_id")
-            if sol_cell.cell_type == "code":
+            if meta.get("solution") and meta.get("grade"):
+                self.exercises.append(Exercise(grade_id, release.exercise_label(grade_id), float(meta["points"]),
+                                               manual=True, cell_id=cell.get("id")))
+                if cell.cell_type == "code":
+                    self.answer_ids.add(grade_id)
+            elif meta.get("solution") and cell.cell_type == "code":
+                self.answer_ids.add(grade_id)
+            elif meta.get("grade") and cell.cell_type == "code":
+                answer = grade_id.removesuffix("_check")
+                check = probes.transform(cell.source, answer, len(self.probes))
+                self.checks[index] = check
+                self.probes.extend(check.probes)
+                self.exercises.append(Exercise(answer, release.exercise_label(answer), float(meta["points"])))
+            elif cell.cell_type == "code":
+                self.names[index] = flow.analyse(self.learner_cells[index].source)
+        self.reference: dict[int, dict] = {}
+        self.reference_kept: set[int] | None = None
+        self.lock = threading.Lock()
+
+    @property
+    def manual(self) -> list[Exercise]:
+        return [e for e in self.exercises if e.manual]
+
+    def jobs(self, answers: dict[str, str], extras: dict[str | None, list[str]], reference: bool,
+             prune: bool) -> list[sandbox.Job]:
+        """The cells to run, in order: read-only ones from solutions/, answers and added cells as given."""
+        roots: set[str] = set()
+        for source in [*answers.values(), *(s for cells in extras.values() for s in cells)]:
+            roots |= flow.analyse(source).uses
+        for index, cell in enumerate(self.solution.cells):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("solution") and meta.get("grade_id") not in answers:
+                roots |= flow.analyse(self.learner_cells[index].source if not reference else cell.source).uses
+        for check in self.checks.values():
+            roots |= check.got_uses | (check.expected_uses if reference else set())
+        if not prune:
+            kept = set(self.names)
+        else:
+            kept = flow.closure(self.names, roots)
+            if not reference and self.reference_kept is not None:
+                # The submission runs at least what the reference ran, so both see the same state.
+                kept = flow.closure(self.names, roots, kept=self.reference_kept)
+        jobs = [sandbox.Job("cell", "a cell you added at the top", source=s) for s in extras.get(None, [])]
+        for index, cell in enumerate(self.solution.cells):
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            grade_id = meta.get("grade_id")
+            if cell.cell_type == "code":
                 if meta.get("solution"):
-                    cells.append(sol_cell.source if reference else answers.get(grade_id, learner_cell.source))
-                elif meta.get("grade"):
-                    source, cell_probes = probes.transform(
-                        sol_cell.source, grade_id.removesuffix("_check"), len(found), reference
-                    )
-                    cells.append(source)
-                    found.extend(cell_probes)
-                else:
-                    cells.append(learner_cell.source)
-            cells.extend(extras.get(sol_cell.get("id"), []))
-        return cells, found
+                    source = cell.source if reference else answers.get(grade_id, self.learner_cells[index].source)
+                    jobs.append(sandbox.Job("cell", f"your answer cell {release.exercise_label(grade_id)} "
+                                            f"(cell {index + 1})", source=source))
+                elif index in self.checks:
+                    check = self.checks[index]
+                    label = f"the check of exercise {release.exercise_label(check.exercise)} (cell {index + 1})"
+                    indices = [p.index for p in check.probes]
+                    for form in (("got", "expected") if reference else ("got",)):
+                        jobs.append(sandbox.Job("check", label, code=check.compiled(form), form=form,
+                                                probes=indices, seed=1000 + index))
+                elif index in kept:
+                    jobs.append(sandbox.Job("cell", f"cell {index + 1}", source=self.learner_cells[index].source))
+            for source in extras.get(cell.get("id"), []):
+                jobs.append(sandbox.Job("cell", f"a cell you added after cell {index + 1}", source=source))
+        if reference:
+            self.reference_kept = kept
+        return jobs
 
 
-def _split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tuple[dict, dict]:
-    """The learner's answer cells (by grade_id, else cell id) and added cells (anchored after a known cell)."""
-    known_ids = {c.get("id") for c in chapter.solution.cells}
-    answer_cell_ids = {
-        c.get("id"): c.metadata["nbgrader"]["grade_id"]
-        for c in chapter.solution.cells
-        if c.get("metadata", {}).get("nbgrader", {}).get("solution")
-    }
-    answers: dict[str, str] = {}
-    extras: dict[str | None, list[str]] = {}
-    anchor = None
-    for cell in submission.cells:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            if isinstance(cell, dict) and cell.get("id") in known_ids:
-                anchor = cell.get("id")
-            continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell.get("metadata"), dict) else {}
-        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
-        if grade_id in chapter.answer_ids:
-            answers[grade_id] = source  # a duplicated answer cell: the last one counts
-        elif cell.get("id") in answer_cell_ids:
-            answers[answer_cell_ids[cell["id"]]] = source  # metadata stripped, cell id kept
-        elif cell.get("id") in known_ids:
-            pass  # a read-only cell: the solutions/ version is used
-        elif grade_id is None or grade_id not in {f"{g}_check" for g in chapter.answer_ids}:
-            extras.setdefault(anchor, []).append(source)  # a cell the learner added
-        if cell.get("id") in known_ids:
-            anchor = cell.get("id")
-    return answers, extras
+# --------------------------------------------------------------------------------------------------
+# Reading a submission
 
 
-def _read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
+def read_submission(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> tuple[nbformat.NotebookNode | None, str]:
+    """The notebook (nbformat 4, upgraded from 3 if need be), or None and the reason it cannot be graded."""
     try:
-        if path.stat().st_size > 50 << 20:
-            return None, "the file is larger than 50 MB"
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        size = os.lstat(path).st_size
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+    if size > max_bytes:
+        return None, (f"the file is {size / 2**20:.1f} MB, over the {max_bytes / 2**20:g} MB limit for a "
+                      "notebook (--max-notebook-mb)")
+    try:
+        raw = safeio.read_path(path, max_bytes)
+        text = raw.decode("utf-8")
+        data = json.loads(text)
+    except safeio.Refused as exc:
+        return None, f"cannot be read safely ({clean_text(exc, 80)})"
+    except UnicodeDecodeError:
+        return None, "not a valid notebook (not UTF-8 text)"
+    except (ValueError, RecursionError, OSError) as exc:
         return None, f"not a valid notebook (not JSON: {type(exc).__name__})"
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        return None, "not a valid notebook (no list of cells)"
+    if not isinstance(data, dict):
+        return None, "not a valid notebook (no notebook object)"
+    major = data.get("nbformat")
+    if major == 3:
+        try:
+            return nbformat.reads(text, as_version=4), ""
+        except Exception as exc:
+            return None, f"not a valid notebook (nbformat 3 that cannot be converted: {type(exc).__name__})"
+    if major != 4 or not isinstance(data.get("cells"), list):
+        return None, f"not a valid notebook (nbformat {clean_text(major, 20)}; version 4 or 3 is needed)"
     try:
         return nbformat.from_dict(data), ""
     except Exception as exc:  # malformed structure
         return None, f"not a valid notebook ({type(exc).__name__})"
 
 
+def _cell_text(cell: dict) -> str:
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        return "".join(s for s in source if isinstance(s, str))
+    return source if isinstance(source, str) else ""
+
+
+def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tuple[dict, dict, dict]:
+    """The learner's code answers (by grade_id, else cell id), added cells (anchored after a known cell)
+    and texts of exercises graded by hand (grade id -> text)."""
+    known_ids = {c.get("id") for c in chapter.solution.cells if c.get("id")}
+    by_cell_id = {
+        c.get("id"): c.metadata["nbgrader"]["grade_id"]
+        for c in chapter.solution.cells
+        if c.get("id") and c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    }
+    manual_ids = {e.grade_id for e in chapter.manual}
+    check_ids = {f"{e.grade_id}_check" for e in chapter.exercises}
+    answers: dict[str, str] = {}
+    texts: dict[str, str] = {}
+    extras: dict[str | None, list[str]] = {}
+    anchor = None
+    for cell in submission.cells:
+        if not isinstance(cell, dict):
+            continue
+        metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        meta = metadata.get("nbgrader") if isinstance(metadata.get("nbgrader"), dict) else {}
+        grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
+        cell_id = cell.get("id") if isinstance(cell.get("id"), str) else None
+        if grade_id not in chapter.answer_ids | manual_ids and cell_id in by_cell_id:
+            grade_id = by_cell_id[cell_id]  # metadata stripped, cell id kept
+        source = _cell_text(cell)
+        if grade_id in manual_ids:
+            texts[grade_id] = source  # a duplicated answer cell: the last one counts
+            if cell.get("cell_type") == "code":
+                answers[grade_id] = source
+        elif cell.get("cell_type") != "code":
+            pass
+        elif grade_id in chapter.answer_ids:
+            answers[grade_id] = source
+        elif cell_id in known_ids:
+            pass  # a read-only cell: the solutions/ version is used
+        elif grade_id not in check_ids:
+            extras.setdefault(anchor, []).append(source)  # a cell the learner added
+        if cell_id in known_ids:
+            anchor = cell_id
+    return answers, extras, texts
+
+
+# --------------------------------------------------------------------------------------------------
+# Judging
+
+
 def _verdict(probe: probes.Probe, got: dict, expected: dict) -> checks.Verdict:
-    """Judge one probe in the grader's process."""
-    name = probe.kwargs.get("name", "your result")
+    """Judge one probe in the grader's process. Never raises."""
+    name = clean_text(probe.kwargs.get("name", "your result"), 80)
     if expected.get("status") != "value":
         return checks.Verdict(False, "internal: the reference value is missing (tell your instructor)")
     status = got.get("status")
@@ -162,20 +296,30 @@ def _verdict(probe: probes.Probe, got: dict, expected: dict) -> checks.Verdict:
         return checks.Verdict(False, "not attempted")
     if status == "raised":
         return checks.Verdict(False, f"{name}: your code raised {got.get('detail') or 'an exception'}")
+    if status == "invalid":
+        return checks.Verdict(False, f"{name}: your result's record is unusable ({got.get('detail', '')})")
     if status != "value":
         return checks.Verdict(False, f"{name}: no result (the notebook stopped before this check)")
-    kwargs = dict(probe.kwargs)
     value = got["value"]
     if isinstance(value, plaindata.Unsupported):
         return checks.Verdict(False, f"{name}: returned {value!r}, which is not a plain value")
-    if probe.kind == "close":
-        if "device" in got and got["device"] != expected.get("device"):
-            return checks.Verdict(False, f"{name}: expected a tensor on {expected.get('device')}, got {got['device']}")
-        kwargs["check_device"] = False
-        return checks.close(value, expected["value"], **kwargs)
-    if probe.kind == "number":
-        return checks.number(value, expected["value"], **kwargs)
-    return checks.choice(value, expected["value"], probe.options or [], **kwargs)
+    kwargs = dict(probe.kwargs)
+    try:
+        if probe.kind == "close":
+            if "device" in got and got["device"] != expected.get("device"):
+                return checks.Verdict(False, f"{name}: expected a tensor on {expected.get('device')}, "
+                                             f"got {got['device']}")
+            kwargs["check_device"] = False
+            return checks.close(value, expected["value"], **kwargs)
+        if probe.kind == "number":
+            return checks.number(value, expected["value"], **kwargs)
+        return checks.choice(value, expected["value"], probe.options or [], **kwargs)
+    except Exception as exc:  # a value that breaks the comparison fails this probe only
+        return checks.Verdict(False, f"{name}: your result could not be compared ({type(exc).__name__})")
+
+
+HIDDEN_CATEGORIES = ("not attempted", "record is unusable", "no result", "shape", "dtype", "NaN", "device",
+                     "not a plain value", "could not be compared", "expected a", "internal")
 
 
 def _hidden_message(verdict: checks.Verdict) -> str:
@@ -183,168 +327,452 @@ def _hidden_message(verdict: checks.Verdict) -> str:
     message = verdict.message
     if "your code raised" in message:  # the exception's type is the learner's own, not a secret
         return "a hidden test failed (your code raised " + message.split("your code raised", 1)[1].strip() + ")"
-    for category in ("not attempted", "raised", "no result", "shape", "dtype", "NaN", "device",
-                     "not a plain value", "expected a", "internal"):
+    for category in HIDDEN_CATEGORIES:
         if category in message:
-            return f"a hidden test failed ({category if category != 'expected a' else 'wrong type'})"
+            shown = {"expected a": "wrong type", "record is unusable": "your result's record is unusable"}
+            return f"a hidden test failed ({shown.get(category, category)})"
     return "a hidden test failed (wrong values)"
 
 
-def _judge(chapter: Chapter, student: str, records: Path, run: sandbox.RunResult) -> list[Row]:
+def _stopped_reason(run: sandbox.RunResult, retried: bool) -> str:
+    again = " (the same in a second run)" if retried and run.timed_out else ""
+    return f"no result{again}: {run.status}: {run.detail}"
+
+
+def judge(chapter: Chapter, student: str, records: int | str, run: sandbox.RunResult, retried: bool,
+          check_jobs: dict[str, int], texts: dict[str, str]) -> list[Row]:
+    """Rows for one submission. ``records``: a descriptor of the records folder, or why there is none;
+    ``check_jobs``: exercise grade id -> index of its check job in the run."""
     rows = []
     for exercise in chapter.exercises:
-        mine = [p for p in chapter.probes if p.exercise == exercise.grade_id]
-        failure = ""
-        for probe in mine:
+        if exercise.manual:
+            rows.append(_manual_row(chapter, student, exercise, texts.get(exercise.grade_id)))
+            continue
+        failure, status = "", "failed"
+        for probe in (p for p in chapter.probes if p.exercise == exercise.grade_id):
+            if isinstance(records, str):
+                failure = f"no result: {records}"
+                break
             got = plaindata.load(records, f"probe_{probe.index}")
             verdict = _verdict(probe, got, chapter.reference.get(probe.index, {}))
-            if not verdict.ok:
+            if verdict.ok:
+                continue
+            if got.get("status") == "not attempted":
+                status, failure = "not attempted", "the answer cell still raises NotImplementedError"
+            elif got.get("status") == "missing":
+                job = check_jobs.get(exercise.grade_id)
+                if run.status != "finished" and (run.stopped_at is None or job is None or job >= run.stopped_at):
+                    failure = _stopped_reason(run, retried)
+                else:
+                    failure = "no result: the check did not run"
+            else:
                 failure = _hidden_message(verdict) if probe.hidden else verdict.message
-                if got.get("status") in ("missing", "invalid") and run.status != "finished":
-                    failure = f"no result: {run.status} ({run.detail})"
-                break
+            break
         if not failure:
             rows.append(Row(student, chapter.name, exercise.label, exercise.points, exercise.points, "passed", ""))
         else:
-            status = "not attempted" if failure == "not attempted" else "failed"
-            if status == "not attempted":
-                failure = "the answer cell still raises NotImplementedError"
-            rows.append(Row(student, chapter.name, exercise.label, 0.0, exercise.points, status, failure[:300]))
+            rows.append(Row(student, chapter.name, exercise.label, 0.0, exercise.points, status, clean_text(failure)))
     return rows
 
 
+def _manual_row(chapter: Chapter, student: str, exercise: Exercise, text: str | None) -> Row:
+    released = next(c for c in chapter.learner_cells
+                    if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == exercise.grade_id).source
+    answer = manual_answer(text or "", released)
+    if answer is None:
+        return Row(student, chapter.name, exercise.label, 0.0, exercise.points, "not attempted",
+                   "no answer written (this exercise is graded by hand)")
+    words = len(answer.split())
+    return Row(student, chapter.name, exercise.label, 0.0, exercise.points, NEEDS_MANUAL,
+               f"answered ({words} words); graded by hand", answer=answer[:MAX_MANUAL_CHARS])
+
+
+# --------------------------------------------------------------------------------------------------
+# The grader
+
+
 class Grader:
-    def __init__(self, solutions_dir: Path, limits: sandbox.Limits, use_sandbox: bool, hidden: list[Path],
-                 jobs: int = 1) -> None:
-        self.chapters = {p.stem: Chapter(p) for p in sorted(solutions_dir.glob("[0-9][0-9]_*.ipynb"))}
-        self.limits, self.use_sandbox, self.hidden = limits, use_sandbox, hidden
+    def __init__(self, solutions_dir: Path, limits: sandbox.Limits, mode: str, prune: bool = True,
+                 max_notebook_bytes: int = MAX_NOTEBOOK_BYTES, names: set[str] | None = None) -> None:
+        paths = sorted(solutions_dir.glob("[0-9][0-9]_*.ipynb"))
+        self.chapter_names = {p.stem: p for p in paths}
+        self.chapters: dict[str, Chapter] = {}
+        self.broken: dict[str, str] = {}  # chapter -> why it cannot be graded (an error in solutions/)
+        for path in paths:
+            if names is None or path.stem in names:
+                try:
+                    self.chapters[path.stem] = Chapter(path)
+                except Exception as exc:  # an authoring error: that chapter cannot be graded, others can
+                    self.broken[path.stem] = f"solutions/{path.name} cannot be graded: {type(exc).__name__}: {exc}"
+        self.limits, self.mode, self.prune = limits, mode, prune
+        self.max_notebook_bytes = max_notebook_bytes
+        self.cpu_seconds = 0.0  # CPU time of every run so far (all processes in the sandboxes)
+        self.runs = 0
+        self._count = threading.Lock()
         self.scratch = Path(tempfile.mkdtemp(prefix="course-grading-"))
-        os.chmod(self.scratch, 0o755)
-        self._slot_lock = threading.Lock()
-        self._free_slots = list(range(1, jobs + 1))  # slot 0 runs the references
+        os.chmod(self.scratch, 0o711)  # runs reach their own folder; nobody can list the others
+        self.library = sandbox.stage_library(self.scratch)
+        self.reference_limits = sandbox.Limits(
+            cell_cpu_seconds=max(600.0, limits.cell_cpu_seconds), notebook_cpu_seconds=max(1800.0, limits.notebook_cpu_seconds),
+            wall_factor=limits.wall_factor, memory_bytes=max(limits.memory_bytes, 6 << 30),
+            file_bytes=limits.file_bytes, processes=limits.processes)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def prepare(self, name: str) -> None:
-        """Run the solutions notebook's probes once, to get every expected value."""
-        chapter = self.chapters[name]
-        if chapter.reference:
-            return
-        cells, chapter.probes = chapter.cells_to_run({}, {}, reference=True)
-        work = self.scratch / f"reference-{name}"
-        reference_limits = sandbox.Limits(cell_seconds=600, notebook_seconds=1800, cpu_seconds=3600)
-        run = sandbox.run_cells(cells, work, reference_limits, slot=0, sandbox=self.use_sandbox)
-        for probe in chapter.probes:
-            expected = plaindata.load(work / "expected", f"probe_{probe.index}")
-            got = plaindata.load(work / "got", f"probe_{probe.index}")
-            chapter.reference[probe.index] = expected
-            if not _verdict(probe, got, expected).ok:
-                raise RuntimeError(f"solutions/{name}: the solution fails its own probe {probe.index} ({run.detail})")
+    def _run(self, jobs: list[sandbox.Job], limits: sandbox.Limits, forms: tuple[str, ...], read):
+        """Run once, and once more if a time limit stopped it; then ``read(run, retried, records, tail)``.
 
-    def grade_one(self, student: str, path: Path) -> list[Row]:
-        name = path.stem
-        if name not in self.chapters:
-            return [Row(student, name, "-", 0.0, 0.0, "ignored", "not a chapter of this course")]
+        ``records`` maps each form to an open descriptor of its records folder (or a string saying why
+        there is none); ``tail`` is the end of the run's output. Everything is deleted afterwards.
+        """
+        retried = False
+        for attempt in range(2):
+            workdir = Path(tempfile.mkdtemp(prefix="run-", dir=self.scratch))
+            output = workdir.with_name(workdir.name + ".out")
+            dir_fd = safeio.open_dir(workdir)  # opened before the run: the submission cannot swap it
+            records: dict[str, int | str] = {}
+            try:
+                run = sandbox.run_jobs(jobs, workdir, self.library, limits, mode=self.mode, output=output)
+                with self._count:
+                    self.cpu_seconds += run.cpu_seconds
+                    self.runs += 1
+                if run.timed_out and attempt == 0:
+                    retried = True
+                    continue
+                for form in forms:
+                    try:
+                        records[form] = safeio.open_subdir(dir_fd, f"records/{form}")
+                    except (safeio.Refused, FileNotFoundError) as exc:
+                        records[form] = f"the folder of your results was replaced or removed ({clean_text(exc, 100)})"
+                return read(run, retried, records, _tail(output))
+            finally:
+                for fd in [dir_fd, *(v for v in records.values() if isinstance(v, int))]:
+                    os.close(fd)
+                shutil.rmtree(workdir, ignore_errors=True)
+                output.unlink(missing_ok=True)
+        raise AssertionError("unreachable")
+
+    def prepare(self, name: str) -> None:
+        """Run the solutions notebook's probes once, to get every expected value (kept in memory)."""
         chapter = self.chapters[name]
-        submission, problem = _read_submission(path)
+        with chapter.lock:
+            if chapter.reference:
+                return
+            jobs = chapter.jobs({}, {}, reference=True, prune=self.prune)
+
+            def read(run, retried, records, tail):
+                expected_fd, got_fd = records["expected"], records["got"]
+                if isinstance(expected_fd, str) or isinstance(got_fd, str):
+                    raise RuntimeError(f"solutions/{name}: the reference run left no records ({run.status}: "
+                                       f"{run.detail}); the end of its output:\n{tail}")
+                reference = {}
+                for probe in chapter.probes:
+                    expected = plaindata.load(expected_fd, f"probe_{probe.index}")
+                    got = plaindata.load(got_fd, f"probe_{probe.index}")
+                    reference[probe.index] = expected
+                    verdict = _verdict(probe, got, expected)
+                    if not verdict.ok:
+                        raise RuntimeError(
+                            f"solutions/{name}: the solution fails its own probe {probe.index} of exercise "
+                            f"{release.exercise_label(probe.exercise)}: {verdict.message} (run: {run.status} "
+                            f"{run.detail}; cells that raised: {run.errors}); the end of its output:\n{tail}")
+                return reference
+
+            chapter.reference = self._run(jobs, self.reference_limits, ("expected", "got"), read)
+
+    def grade_one(self, student: str, path: Path, chapter: Chapter) -> list[Row]:
+        submission, problem = read_submission(path, self.max_notebook_bytes)
         if submission is None:
-            return [Row(student, name, e.label, 0.0, e.points, "failed", problem) for e in chapter.exercises]
-        answers, extras = _split_submission(chapter, submission)
-        cells, _ = chapter.cells_to_run(answers, extras, reference=False)
-        with self._slot_lock:
-            slot = self._free_slots.pop()
-        work = self.scratch / f"{student}-{name}-{slot}"
-        try:
-            run = sandbox.run_cells(cells, work, self.limits, slot=slot, hidden=self.hidden,
-                                    sandbox=self.use_sandbox)
-            return _judge(chapter, student, work / "got", run)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-            with self._slot_lock:
-                self._free_slots.append(slot)
+            return [Row(student, chapter.name, e.label, 0.0, e.points, "failed", clean_text(problem))
+                    for e in chapter.exercises]
+        answers, extras, texts = split_submission(chapter, submission)
+        jobs = chapter.jobs(answers, extras, reference=False, prune=self.prune)
+        check_jobs = {}
+        for index, job in enumerate(jobs):
+            if job.kind == "check":
+                exercise = next(p.exercise for p in chapter.probes if p.index == job.probes[0])
+                check_jobs[exercise] = index
+
+        def read(run, retried, records, tail):
+            return judge(chapter, student, records["got"], run, retried, check_jobs, texts)
+
+        return self._run(jobs, self.limits, ("got",), read)
+
+
+def _tail(path: Path, size: int = 4000) -> str:
+    """The end of a run's output (a file the grader opened for it, outside the submission's folder)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - size))
+            return handle.read(size).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Finding the submissions
+
+
+@dataclass
+class Found:
+    student: str
+    chapter: str
+    path: Path | None  # the file to grade; None when the chapter is ambiguous
+    note: str = ""  # for an ambiguous chapter: the reason
+
+
+def _candidate_chapter(relative: Path, chapters: dict[str, Path]) -> tuple[str | None, bool]:
+    """(chapter, is a notebook) for a file name like 03_x.ipynb, 03_x (1).IPYNB or 03_x.py."""
+    stem, suffix = os.path.splitext(relative.name)
+    stem = COPY_SUFFIX.sub("", stem)
+    lowered = {name.lower(): name for name in chapters}
+    chapter = lowered.get(stem.lower())
+    return chapter, suffix.lower() == ".ipynb"
+
+
+def discover(submissions: Path, chapters: dict[str, Path], progress=print) -> tuple[list[Found], list[Row]]:
+    """Every student's notebook per chapter, and one "ignored" row for every other file.
+
+    The rules (README): ``<student>/<chapter>.ipynb`` is graded. Otherwise a single file whose name is
+    the chapter's up to letter case, a browser's copy suffix " (1)" or a subfolder is graded. Several
+    such files and no exact name: the chapter gets 0 with a reason naming them. Any other file, a file
+    in a hidden folder (such as .ipynb_checkpoints), a hidden file and a link each get one row with
+    status "ignored" (0 of 0 points) saying why.
+    """
+    found: list[Found] = []
+    ignored: list[Row] = []
+    for entry in sorted(submissions.iterdir()):
+        if entry.name.startswith("."):
+            continue  # not a student (.DS_Store, .git): skipped
+        if entry.is_symlink() or not entry.is_dir():
+            progress(f"WARNING: {entry.name} is not a student folder (submissions/<student>/<chapter>.ipynb): skipped")
+            continue
+        student = entry.name
+        candidates: dict[str, list[Path]] = {}
+        for folder, dirs, files in os.walk(entry, followlinks=False):
+            dirs.sort()
+            relative_folder = Path(folder).relative_to(entry)
+            for name in sorted(files) + sorted(d for d in dirs if os.path.islink(os.path.join(folder, d))):
+                relative = relative_folder / name
+                full = Path(folder) / name
+                shown = clean_text(relative.as_posix(), 100)
+                chapter, is_notebook = _candidate_chapter(relative, chapters)
+                hidden = any(part.startswith(".") for part in relative.parts)
+                if hidden:
+                    reason = f"{shown}: a hidden file or folder is not graded"
+                elif full.is_symlink():
+                    reason = f"{shown}: a link is not graded"
+                elif chapter and is_notebook:
+                    candidates.setdefault(chapter, []).append(relative)
+                    continue
+                elif chapter:
+                    reason = f"{shown}: not a notebook; only {chapter}.ipynb is graded"
+                else:
+                    reason = f"{shown}: not a notebook of this course"
+                ignored.append(Row(student, chapter or "-", "-", 0.0, 0.0, "ignored", reason))
+        for chapter, paths in sorted(candidates.items()):
+            exact = Path(f"{chapter}.ipynb")
+            chosen = exact if exact in paths else (paths[0] if len(paths) == 1 else None)
+            if chosen is None:
+                names = ", ".join(clean_text(p.as_posix(), 60) for p in paths)
+                found.append(Found(student, chapter, None, clean_text(
+                    f"several files could be this chapter's notebook ({names}); hand in one named {chapter}.ipynb",
+                    MAX_REASON)))
+                continue
+            found.append(Found(student, chapter, entry / chosen))
+            for other in paths:
+                if other != chosen:
+                    ignored.append(Row(student, chapter, "-", 0.0, 0.0, "ignored", clean_text(
+                        f"{other.as_posix()}: not graded, {chosen.as_posix()} is graded for this chapter")))
+    return found, ignored
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing the results
+
+
+def _sorted(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: (r.student, r.chapter, _label_key(r.exercise), r.status, r.reason))
+
+
+def _feedback(student: str, rows: list[Row]) -> str:
+    manual = [r for r in rows if r.status == NEEDS_MANUAL]
+    got = sum(r.points for r in rows)
+    total = sum(r.max_points for r in rows)
+    lines = [f"# Feedback for {markdown_escape(student)}", "",
+             f"Total: {got:g} / {total:g} points"
+             + (f" ({sum(r.max_points for r in manual):g} of them graded by hand, not yet included)" if manual else ""),
+             ""]
+    for chapter in sorted({r.chapter for r in rows}):
+        mine = _sorted([r for r in rows if r.chapter == chapter])
+        lines += [f"## {markdown_escape(chapter)}", "", "| exercise | points | result |", "|---|---|---|"]
+        for r in mine:
+            result = r.status + (f": {r.reason}" if r.reason else "")
+            lines.append(f"| {markdown_escape(r.exercise)} | {r.points:g} / {r.max_points:g} | "
+                         f"{markdown_escape(result)} |")
+        lines.append("")
+        for r in mine:
+            if r.answer is not None:
+                fence = _fence(r.answer)
+                lines += [f"### Your answer to exercise {markdown_escape(r.exercise)} (graded by hand)", "",
+                          f"{fence}text", r.answer, fence, ""]
+    return "\n".join(lines)
+
+
+def _manual_files(rows: list[Row]) -> dict[str, str]:
+    """manual/<chapter>/<exercise>.md: every learner's text for one exercise graded by hand."""
+    files: dict[str, list[str]] = {}
+    for r in _sorted([r for r in rows if r.status in (NEEDS_MANUAL,) or (r.reason.startswith("no answer written"))]):
+        key = f"{r.chapter}/{r.exercise}.md"
+        lines = files.setdefault(key, [f"# {markdown_escape(r.chapter)}, exercise {markdown_escape(r.exercise)} "
+                                       f"({r.max_points:g} points, graded by hand)", ""])
+        lines += [f"## {markdown_escape(r.student)}", ""]
+        if r.answer is None:
+            lines += ["(no answer written)", ""]
+        else:
+            fence = _fence(r.answer)
+            lines += [f"{fence}text", r.answer, fence, ""]
+    return {k: "\n".join(v) for k, v in files.items()}
+
+
+def _replace_folder(out: Path, name: str, files: dict[str, str]) -> None:
+    new = out / f".{name}-new-{os.getpid()}"
+    shutil.rmtree(new, ignore_errors=True)
+    new.mkdir()
+    for relative, text in files.items():
+        target = new / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    old = out / name
+    if old.exists() or old.is_symlink():
+        trash = out / f".{name}-old-{os.getpid()}"
+        os.replace(old, trash)
+        os.replace(new, old)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(new, old)
 
 
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 
 def write_results(rows: list[Row], out: Path) -> None:
-    """The gradebook replaced as a whole; feedback files written to a new folder, then swapped in."""
+    """Feedback and manual answers first (each folder swapped in whole), the gradebook last, atomically."""
     out.mkdir(parents=True, exist_ok=True)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=FIELDS, lineterminator="\n")
     writer.writeheader()
-    for row in sorted(rows, key=lambda r: (r.student, r.chapter, r.exercise)):
+    for row in _sorted(rows):
         writer.writerow({f: getattr(row, f) for f in FIELDS})
-    new_feedback = out / f".feedback-new-{os.getpid()}"
-    shutil.rmtree(new_feedback, ignore_errors=True)
-    new_feedback.mkdir()
-    for student in sorted({r.student for r in rows}):
-        mine = [r for r in rows if r.student == student]
-        got, total = sum(r.points for r in mine), sum(r.max_points for r in mine)
-        lines = [f"# Feedback for {student}", "", f"Total: {got:g} / {total:g} points", ""]
-        for chapter in sorted({r.chapter for r in mine}):
-            lines += [f"## {chapter}", "", "| exercise | points | result |", "|---|---|---|"]
-            for r in sorted((r for r in mine if r.chapter == chapter), key=lambda r: r.exercise):
-                result = r.status + (f": {r.reason}" if r.reason else "")
-                lines.append(f"| {r.exercise} | {r.points:g} / {r.max_points:g} | {result.replace('|', '/')} |")
-            lines.append("")
-        (new_feedback / f"{student}.md").write_text("\n".join(lines), encoding="utf-8")
-    old = out / "feedback"
-    if old.exists():
-        trash = out / f".feedback-old-{os.getpid()}"
-        os.replace(old, trash)
-        os.replace(new_feedback, old)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.replace(new_feedback, old)
+    students = sorted({r.student for r in rows})
+    _replace_folder(out, "feedback", {f"{s}.md": _feedback(s, [r for r in rows if r.student == s]) for s in students})
+    _replace_folder(out, "manual", _manual_files(rows))
     _write_atomically(out / "gradebook.csv", buffer.getvalue())
 
 
-def discover(submissions: Path) -> list[tuple[str, Path]]:
-    found = []
-    for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for path in sorted(student_dir.iterdir()):
-            if path.is_file() and not path.name.startswith("."):
-                found.append((student_dir.name, path))
-    return found
+# --------------------------------------------------------------------------------------------------
+# The command
+
+
+def _labels_from_metadata(path: Path) -> list[tuple[str, float]]:
+    """(label, points) of a chapter's exercises from nbgrader metadata alone (for a chapter that cannot be
+    graded), or one row "-" if even that cannot be read."""
+    try:
+        found = []
+        for cell in notebooks.read(path).cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("grade"):
+                found.append((release.exercise_label(meta["grade_id"]), float(meta.get("points", 0))))
+        return sorted(found, key=lambda x: _label_key(x[0])) or [("-", 0.0)]
+    except Exception:
+        return [("-", 0.0)]
+
+
+def resolve_mode(sandbox_mode: str, allow_root: bool, progress=print) -> str:
+    """"bwrap" or "none", or raise GradingRefused with what to do."""
+    usable, why = sandbox.bubblewrap_status()
+    as_root = os.geteuid() == 0
+    if sandbox_mode in ("auto", "bwrap"):
+        if usable:
+            return "bwrap"
+        raise GradingRefused(f"{why}. Install Debian's `bubblewrap` package (apt-get install bubblewrap), or "
+                             f"pass --no-sandbox to grade without isolation: then {sandbox.WEAKER_WITHOUT_SANDBOX}.")
+    if sandbox_mode != "none":
+        raise ValueError(f"sandbox_mode must be 'auto', 'bwrap' or 'none', got {sandbox_mode!r}")
+    cause = "switched off with --no-sandbox" + ("" if usable else f"; besides, {why}")
+    if as_root and not allow_root:
+        raise GradingRefused(
+            f"refusing to grade as root without the sandbox ({cause}). Without it {sandbox.WEAKER_WITHOUT_SANDBOX}. "
+            "Use the sandbox (drop --no-sandbox), run as an ordinary user, or add --allow-root to go on: "
+            "submissions then run under a reserved unprivileged user id.")
+    who = ("as a reserved unprivileged user id per run, so they cannot write files only root may write, and "
+           "every process of that id is killed after the run" if as_root else
+           "as your own user, so they can also change or delete any file you can; every process they start in "
+           "their process group or with the run's marker is killed after the run, but a process that leaves both "
+           "can survive")
+    progress(f"WARNING: the sandbox is {cause}: {sandbox.WEAKER_WITHOUT_SANDBOX}. Submissions run {who}.")
+    return "none"
 
 
 def grade(submissions: Path, out: Path, jobs: int = 1, limits: sandbox.Limits | None = None,
-          solutions_dir: Path = notebooks.SOLUTIONS, use_sandbox: bool | None = None,
-          progress=print) -> list[Row]:
+          solutions_dir: Path = notebooks.SOLUTIONS, sandbox_mode: str = "auto", allow_root: bool = False,
+          prune: bool = True, max_notebook_bytes: int = MAX_NOTEBOOK_BYTES, progress=print) -> list[Row]:
     limits = limits or sandbox.Limits()
-    if use_sandbox is None:
-        use_sandbox = sandbox.bubblewrap_available()
-    if not use_sandbox:
-        progress("WARNING: bubblewrap (bwrap) is not available: submissions run without the sandbox, so "
-                 "they can read files such as solutions/ and reach the network. Install Debian's "
-                 "`bubblewrap` package for full isolation.")
-    hidden = [solutions_dir.resolve(), submissions.resolve(), out.resolve()]
-    work = discover(submissions)
-    grader = Grader(solutions_dir, limits, use_sandbox, hidden, jobs)
-    rows: list[Row] = []
+    mode = resolve_mode(sandbox_mode, allow_root, progress)
+    chapter_paths = {p.stem: p for p in sorted(solutions_dir.glob("[0-9][0-9]_*.ipynb"))}
+    found, ignored = discover(submissions, chapter_paths, progress)
+    grader = Grader(solutions_dir, limits, mode, prune, max_notebook_bytes, names={f.chapter for f in found})
+    rows: list[Row] = list(ignored)
     try:
-        for name in sorted({p.stem for _, p in work} & set(grader.chapters)):
-            progress(f"reference run: {name}")
-            grader.prepare(name)
-        start = time.monotonic()
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(grader.grade_one, s, p): (s, p) for s, p in work}
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            names = sorted({f.chapter for f in found if f.path is not None} - set(grader.broken))
+            for name in names:
+                progress(f"reference run: {name}")
+            for name, future in [(name, pool.submit(grader.prepare, name)) for name in names]:
+                try:
+                    future.result()
+                except Exception as exc:  # the solution fails its own checks: nobody is judged by them
+                    grader.broken[name] = f"{type(exc).__name__}: {exc}"
+            for name, message in sorted(grader.broken.items()):
+                progress(f"ERROR: chapter {name} is not graded: {message}")
+            start = time.monotonic()
+            futures = {}
+            for item in found:
+                if item.chapter in grader.broken:
+                    reason = clean_text(f"grader error: the chapter cannot be graded "
+                                        f"({grader.broken[item.chapter].splitlines()[0]}); tell your instructor")
+                    labels = _labels_from_metadata(chapter_paths[item.chapter])
+                    rows.extend(Row(item.student, item.chapter, label, 0.0, pts, "error", reason)
+                                for label, pts in labels)
+                    continue
+                chapter = grader.chapters[item.chapter]
+                if item.path is None:
+                    rows.extend(Row(item.student, chapter.name, e.label, 0.0, e.points, "failed", item.note)
+                                for e in chapter.exercises)
+                    continue
+                futures[pool.submit(grader.grade_one, item.student, item.path, chapter)] = item
             for done, future in enumerate(as_completed(futures), 1):
-                student, path = futures[future]
+                item = futures[future]
+                chapter = grader.chapters[item.chapter]
                 try:
                     result = future.result()
                 except Exception as exc:  # the grader must survive any submission
-                    result = [Row(student, path.stem, "-", 0.0, 0.0, "error", f"grader error: {exc}"[:300])]
+                    result = [Row(item.student, chapter.name, e.label, 0.0, e.points, "error",
+                                  clean_text(f"grader error: {type(exc).__name__}: {exc}")) for e in chapter.exercises]
                 rows.extend(result)
                 score = sum(r.points for r in result)
                 total = sum(r.max_points for r in result)
-                progress(f"[{done}/{len(work)}] {student} {path.name}: {score:g}/{total:g} "
+                progress(f"[{done}/{len(futures)}] {item.student} {item.path.name}: {score:g}/{total:g} "
                          f"({time.monotonic() - start:.0f} s)")
+        progress(f"graded {len(futures)} notebooks in {time.monotonic() - start:.0f} s after the reference runs; "
+                 f"{grader.runs} runs used {grader.cpu_seconds:.0f} s of CPU time in all")
     finally:
         grader.close()
     write_results(rows, out)
@@ -356,19 +784,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("submissions", type=Path, help="folder of <student>/<NN_name>.ipynb")
     parser.add_argument("--out", type=Path, default=Path("grades"), help="where gradebook.csv and feedback/ go")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel")
-    parser.add_argument("--cell-timeout", type=float, default=60.0, help="seconds per cell")
-    parser.add_argument("--notebook-timeout", type=float, default=300.0, help="seconds per notebook")
-    parser.add_argument("--memory-gb", type=float, default=6.0, help="address-space limit per submission")
-    parser.add_argument("--no-sandbox", action="store_true", help="do not use bubblewrap even if available")
+    parser.add_argument("--cell-timeout", type=float, default=60.0,
+                        help="CPU seconds per cell (default 60); the wall-clock limit is --wall-factor times it")
+    parser.add_argument("--notebook-timeout", type=float, default=300.0,
+                        help="CPU seconds per notebook (default 300); wall clock: --wall-factor times it")
+    parser.add_argument("--wall-factor", type=float, default=4.0, help="wall-clock limit / CPU limit (default 4)")
+    parser.add_argument("--memory-gb", type=float, default=6.0, help="address-space limit per process (default 6)")
+    parser.add_argument("--max-notebook-mb", type=float, default=50.0, help="larger files get 0 (default 50)")
+    parser.add_argument("--all-cells", action="store_true",
+                        help="run every cell of the chapter, not only those the exercises need")
+    parser.add_argument("--no-sandbox", action="store_true", help="run submissions without bubblewrap (weaker)")
+    parser.add_argument("--allow-root", action="store_true", help="with --no-sandbox: grade even as root")
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
-    limits = sandbox.Limits(cell_seconds=args.cell_timeout, notebook_seconds=args.notebook_timeout,
-                            cpu_seconds=int(args.notebook_timeout) + 10,
-                            memory_bytes=int(args.memory_gb * (1 << 30)))
-    rows = grade(args.submissions, args.out, max(1, args.jobs), limits,
-                 use_sandbox=False if args.no_sandbox else None)
-    print(f"wrote {args.out / 'gradebook.csv'} ({len(rows)} rows) and {args.out / 'feedback'}/")
+    limits = sandbox.Limits(cell_cpu_seconds=args.cell_timeout, notebook_cpu_seconds=args.notebook_timeout,
+                            wall_factor=args.wall_factor, memory_bytes=int(args.memory_gb * (1 << 30)))
+    try:
+        rows = grade(args.submissions, args.out, max(1, args.jobs), limits,
+                     sandbox_mode="none" if args.no_sandbox else "auto", allow_root=args.allow_root,
+                     prune=not args.all_cells, max_notebook_bytes=int(args.max_notebook_mb * (1 << 20)))
+    except GradingRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out / 'gradebook.csv'} ({len(rows)} rows), {args.out / 'feedback'}/ and {args.out / 'manual'}/")
     return 0
 
 

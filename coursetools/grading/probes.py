@@ -1,4 +1,4 @@
-"""Turn a check cell into a probe cell: run the learner's code, record values, judge nothing.
+"""Turn a check cell into probe functions: run the learner's code, record values, judge nothing.
 
 A check cell in solutions/ looks like::
 
@@ -6,22 +6,39 @@ A check cell in solutions/ looks like::
     check.exercise("3.1", lambda: check.close(f(z_check), J, name="f(z)"))
     ### BEGIN HIDDEN TESTS
     p = ...                                                    # hidden setup
+    J2 = ...                                                   # expected value
     check.require(lambda: check.close(f(p), J2, name="batched"))
     ### END HIDDEN TESTS
 
 Each ``check.KIND(got, expected, ...)`` inside a ``check.exercise``/``check.require`` lambda is a
 *probe* (a visible check written some other way is for the learner only and is not graded; every
-hidden one must be a probe). In the submission's process the probe becomes ``__probe__(i, lambda: got)``, which only
-records the value of ``got`` as plain data. In the reference run (the solutions notebook) it also
-records ``expected``. The comparison, ``check.KIND`` itself, runs later in the grader's process.
+hidden one must be a probe). The cell becomes two functions, each run in its own scope so that nothing
+it makes lands in the notebook's globals:
+
+* the **got form**, run in every graded notebook: only the setup statements the ``got`` expressions
+  need (a backward slice), then ``__probe__(i, lambda: got)``, which records the value of ``got`` as
+  plain data. Statements that compute expected values are left out, so expected values never exist in
+  the submission's process; the locals are renamed (``_g0``, ``_g1``, ...) and the grader sends the
+  function compiled, never as text, so the hidden tests' source is not in the submission either.
+* the **expected form**, run only in the reference run (the solutions notebook): the whole setup, then
+  ``__probe__(i, lambda: expected)``.
+
+The comparison, ``check.KIND`` itself, runs later in the grader's own process. Statements that define
+no name (``torch.manual_seed(5)``) stay in the got form unless they read a left-out name. The grader
+checks that the solution passes every probe of the got form, so a slice that changed an input (a
+left-out statement that consumed random numbers, say) stops grading with a clear error instead of
+mis-grading anyone.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from coursetools.grading import flow
 from coursetools.release import BEGIN_HIDDEN
 
 KINDS = ("close", "number", "choice")
@@ -31,6 +48,9 @@ ALLOWED_KWARGS = {
     "number": {"name", "rel", "abs_tol"},
     "choice": {"name"},
 }
+FUNCTION = "__grader_check__"
+RECORDER = "__probe__"
+_BUILTINS = frozenset(dir(builtins))
 
 
 class ProbeError(ValueError):
@@ -45,6 +65,24 @@ class Probe:
     hidden: bool
     kwargs: dict[str, Any] = field(default_factory=dict)
     options: list[str] | None = None  # for choice
+
+
+@dataclass
+class CheckCell:
+    """One check cell as the grader runs it."""
+
+    exercise: str
+    probes: list[Probe]
+    got_source: str  # ``def __grader_check__(__probe__): ...`` (sliced, locals renamed)
+    expected_source: str  # the same for the reference run: whole setup, records expected values
+    got_uses: frozenset[str]  # globals the got form reads
+    expected_uses: frozenset[str]
+
+    def compiled(self, form: str) -> Any:
+        """The code object of the probe function (``form`` "got" or "expected")."""
+        source = self.got_source if form == "got" else self.expected_source
+        module = compile(source, f"<grader check {self.exercise}>", "exec")
+        return next(c for c in module.co_consts if getattr(c, "co_name", None) == FUNCTION)
 
 
 def _is_check_call(node: ast.AST, names: tuple[str, ...]) -> bool:
@@ -64,22 +102,145 @@ def _literal(node: ast.AST, what: str) -> Any:
         raise ProbeError(f"{what} must be a literal, got {ast.unparse(node)!r}") from exc
 
 
-def transform(source: str, exercise: str, first_index: int, reference: bool) -> tuple[str, list[Probe]]:
-    """Rewrite a check cell's source into probe calls; return (source, probes)."""
+@dataclass
+class _Statement:
+    node: ast.stmt
+    names: flow.Names
+    probes: list[tuple[Probe, ast.expr, ast.expr]] = field(default_factory=list)  # (probe, got, expected)
+    is_check: bool = False  # a check.exercise/check.require statement
+
+
+def _expression_uses(node: ast.expr) -> frozenset[str]:
+    return flow.analyse(f"_ = {ast.unparse(node)}", ipython=False).uses - {"_"}
+
+
+def _slice(statements: list[_Statement]) -> set[int]:
+    """Indices of the setup statements the got expressions need (see the module docstring)."""
+    setup = {i: s for i, s in enumerate(statements) if not s.is_check}
+    roots: set[str] = set()
+    for s in statements:
+        for _, got, _ in s.probes:
+            roots |= _expression_uses(got)
+    kept: set[int] = set()
+    while True:
+        defining = {i: s.names for i, s in setup.items() if s.names.defines}
+        needed = set(roots)
+        for i in kept:
+            needed |= setup[i].names.uses
+        new = flow.closure({i: n for i, n in defining.items()}, needed) | kept
+        kept_defs = set().union(*(setup[i].names.defines for i in new)) if new else set()
+        dropped_defs = set().union(*(n.defines for i, n in defining.items() if i not in new)) - kept_defs
+        for i, s in setup.items():
+            if not s.names.defines and not (s.names.uses & dropped_defs):
+                new.add(i)
+        if new == kept:
+            return kept
+        kept = new
+
+
+class _Renamer(ast.NodeTransformer):
+    """Rename every occurrence of the given identifiers (the probe function's locals)."""
+
+    def __init__(self, mapping: dict[str, str]) -> None:
+        self.mapping = mapping
+
+    def _new(self, name: str | None) -> str | None:
+        return self.mapping.get(name, name) if name is not None else None
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self._new(node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self._new(node.arg)
+        self.generic_visit(node)
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        node.name = self._new(node.name)
+        self.generic_visit(node)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        node.name = self._new(node.name)
+        self.generic_visit(node)
+        return node
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
+        node.name = self._new(node.name)
+        self.generic_visit(node)
+        return node
+
+    def visit_alias(self, node: ast.alias) -> ast.AST:
+        if node.asname is not None:
+            node.asname = self._new(node.asname)
+        elif "." not in node.name and node.name in self.mapping:
+            node.asname = self.mapping[node.name]
+        return node
+
+    def visit_Global(self, node: ast.Global) -> ast.AST:
+        raise ProbeError("a check cell may not declare `global` names")
+
+    visit_Nonlocal = visit_Global
+
+
+def _function(body: list[ast.stmt], rename: bool) -> tuple[str, frozenset[str]]:
+    """``def __grader_check__(__probe__): body`` as source, and the globals it reads."""
+    body = copy.deepcopy(body) or [ast.Pass()]  # the renamer edits nodes in place
+    module = ast.Module(body=body, type_ignores=[])
+    names = flow.analyse(ast.unparse(module), ipython=False)
+    local = set(names.defines) - {flow.STAR}
+    uses = frozenset(names.uses - local - {RECORDER} - _BUILTINS)
+    if rename:
+        imported = {
+            (alias.asname or alias.name).split(".")[0]
+            for node in module.body if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in node.names
+        }  # module names are no secret, and `import a.b` cannot be renamed
+        mapping = {name: f"_g{i}" for i, name in enumerate(sorted(local - imported))}
+        module = _Renamer(mapping).visit(module)
+    func = ast.parse(f"def {FUNCTION}({RECORDER}):\n    pass").body[0]
+    func.body = module.body
+    source = ast.unparse(ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[])))
+    try:
+        compile(source, "<check>", "exec")
+    except SyntaxError as exc:
+        raise ProbeError(f"the check cell cannot run inside a function: {exc.msg}") from exc
+    return source, uses
+
+
+def _record(index: int, expression: ast.expr) -> ast.stmt:
+    return ast.parse(f"{RECORDER}({index}, lambda: {ast.unparse(expression)})").body[0]
+
+
+def transform(source: str, exercise: str, first_index: int) -> CheckCell:
+    """The got and expected forms of one check cell; its probes are numbered from ``first_index``."""
     lines = source.split("\n")
     hidden_from = next((i + 1 for i, line in enumerate(lines) if line.strip() == BEGIN_HIDDEN), None)
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ProbeError(f"{exercise}: the check cell is not valid Python ({exc.msg})") from exc
+    statements: list[_Statement] = []
     probes: list[Probe] = []
-    body: list[ast.stmt] = []
     for stmt in tree.body:
         call = stmt.value if isinstance(stmt, ast.Expr) else None
-        if call is None or not _is_check_call(call, ("exercise", "require")):
-            body.append(stmt)
-            continue
-        lambdas = call.args[1:] if call.func.attr == "exercise" else call.args
         hidden = hidden_from is not None and stmt.lineno > hidden_from
+        if call is None or not _is_check_call(call, ("exercise", "require")):
+            if hidden and (isinstance(stmt, ast.Assert) or any(
+                    _is_check_call(n, ("exercise", "require", *KINDS)) for n in ast.walk(stmt))):
+                # A hidden test in another form would silently not count: refuse it.
+                raise ProbeError(f"{exercise}: a hidden test must be a top-level "
+                                 f"`check.require(lambda: check.close/number/choice(...))`, got "
+                                 f"{ast.unparse(stmt)[:80]!r}")
+            statements.append(_Statement(stmt, flow.analyse(ast.unparse(stmt), ipython=False)))
+            continue
+        entry = _Statement(stmt, flow.Names(), is_check=True)
+        lambdas = call.args[1:] if call.func.attr == "exercise" else call.args
         for lam in lambdas:
-            if not isinstance(lam, ast.Lambda) or not _is_check_call(lam.body, KINDS):
+            if not isinstance(lam, ast.Lambda) or not _is_check_call(lam.body, KINDS) or lam.args.args:
                 if not hidden:
                     continue  # a visible check with its own logic: for the learner only, not graded
                 raise ProbeError(f"{exercise}: expected `lambda: check.close/number/choice(...)`")
@@ -97,20 +258,24 @@ def transform(source: str, exercise: str, first_index: int, reference: bool) -> 
                 if len(inner.args) != 3:
                     raise ProbeError(f"{exercise}: check.choice(got, expected, options)")
                 options = [str(o) for o in _literal(inner.args[2], f"{exercise}: options")]
-            probe = Probe(
-                index=first_index + len(probes),
-                exercise=exercise,
-                kind=kind,
-                hidden=hidden,
-                kwargs=kwargs,
-                options=options,
-            )
+            probe = Probe(first_index + len(probes), exercise, kind, hidden, kwargs, options)
             probes.append(probe)
-            got_src = ast.unparse(inner.args[0])
-            body.extend(ast.parse(f"__probe__({probe.index}, lambda: {got_src})").body)
-            if reference:
-                expected_src = ast.unparse(inner.args[1])
-                body.extend(ast.parse(f"__probe__.expected({probe.index}, lambda: {expected_src})").body)
+            entry.probes.append((probe, inner.args[0], inner.args[1]))
+        statements.append(entry)
     if not probes:
         raise ProbeError(f"{exercise}: the check cell has no check.exercise/check.require")
-    return ast.unparse(ast.Module(body=body, type_ignores=[])), probes
+    kept = _slice(statements)
+    got_body: list[ast.stmt] = []
+    expected_body: list[ast.stmt] = []
+    for i, s in enumerate(statements):
+        if not s.is_check:
+            expected_body.append(s.node)
+            if i in kept:
+                got_body.append(s.node)
+            continue
+        for probe, got, expected in s.probes:
+            got_body.append(_record(probe.index, got))
+            expected_body.append(_record(probe.index, expected))
+    got_source, got_uses = _function(got_body, rename=True)
+    expected_source, expected_uses = _function(expected_body, rename=False)
+    return CheckCell(exercise, probes, got_source, expected_source, got_uses, expected_uses)

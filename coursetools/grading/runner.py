@@ -1,45 +1,95 @@
-"""Runs one notebook's code cells inside the sandbox. Started by coursetools.grading.sandbox, never by hand.
+"""Runs the cells the grader sends, one at a time. Started by coursetools.grading.sandbox, never by hand.
 
-    python -m coursetools.grading.runner JOB.json
+    python -m coursetools.grading.runner REPLY_FD
 
-JOB.json holds the cells to run and the folders for records. Each cell runs in one IPython shell,
-as in a kernel; errors are shown and execution continues, like nbgrader. Before each cell the runner
-writes its index to ``heartbeat`` so the grader, outside, can enforce the per-cell time limit.
-Nothing here judges: probes record values, the grader compares them.
+The grader drives: it writes one frame per cell to this process's stdin (a 4-byte length, then a
+``marshal``-ed dict made by the grader) and waits, on its own clock, for ``{"done": i}`` on the
+reply pipe before it sends the next cell; after the last cell it kills the whole process tree, so a
+thread left running gains nothing. Nothing is written to disk in advance: a cell's code exists in
+this process only once the grader sends it, and a check arrives as a compiled function, never as
+source text.
+
+Ordinary cells run in one IPython shell, as in a kernel (errors are shown and execution continues,
+like nbgrader). A check runs as a function in its own scope with a recorder that writes plain data
+to ``records/got`` (or ``records/expected`` in the reference run); the random generators are seeded
+before each check so that its inputs do not depend on which other cells ran. Nothing here judges.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import os
+import random
 import signal
+import struct
 import sys
+import types
 from pathlib import Path
 
 
-def main(job_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
-    work = Path(job["workdir"])
-    os.chdir(work)
+def _read_exact(fd: int, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def _seed(seed: int) -> None:
+    random.seed(seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(seed % (1 << 32))
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+
+
+def main(reply_fd: int) -> int:
     # A write past the file-size limit then fails with an error instead of killing the process.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    heartbeat = work / "heartbeat"
+    reply = os.fdopen(reply_fd, "w", buffering=1)
+
+    def send(message: dict) -> None:
+        reply.write(json.dumps(message) + "\n")
+        reply.flush()
 
     from IPython.core.interactiveshell import InteractiveShell
 
-    from coursetools.grading.plaindata import Recorder
+    from coursetools.grading.plaindata import Recorder, exception_name
 
-    got, expected = work / "got", work / "expected"
-    got.mkdir(exist_ok=True)
-    expected.mkdir(exist_ok=True)
+    folders = {form: Path("records") / form for form in ("got", "expected")}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
     shell = InteractiveShell.instance()
-    shell.user_ns["__probe__"] = Recorder(got, expected)
-    for index, source in enumerate(job["cells"]):
-        heartbeat.write_text(str(index))
-        shell.run_cell(source, store_history=False)
-    heartbeat.write_text("done")
-    return 0
+    send({"ready": 1})
+    while True:
+        try:
+            (size,) = struct.unpack(">I", _read_exact(0, 4))
+            frame = marshal.loads(_read_exact(0, size))
+        except EOFError:  # the grader is done with this run
+            os._exit(0)
+        if frame["kind"] == "end":
+            break
+        index, probes, error = frame["index"], frame.get("probes", []), None
+        if frame["kind"] == "cell":
+            result = shell.run_cell(frame["source"], store_history=False)
+            failure = result.error_before_exec or result.error_in_exec
+            error = exception_name(failure) if failure is not None else None
+        else:
+            _seed(frame["seed"])
+            recorder = Recorder(folders[frame["form"]])
+            check = types.FunctionType(frame["code"], shell.user_ns, "check")
+            del frame
+            try:
+                check(recorder)
+            except BaseException as exc:  # noqa: BLE001 (the check's setup failed: its probes say so)
+                recorder.setup_failed(probes, exc)
+                error = exception_name(exc)
+        send({"done": index, "error": error})
+    os._exit(0)  # do not wait for threads the notebook started
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(int(sys.argv[1])))

@@ -1,127 +1,230 @@
-"""Run a list of cells in a fresh, limited, isolated process, and clean up everything it started.
+"""Run one notebook's cells in a fresh, limited, isolated process tree, and leave nothing behind.
 
-Isolation, outermost first:
-- Linux bubblewrap when installed (`bwrap`, Debian package `bubblewrap`): read-only root, private
-  /tmp, the hidden folders (solutions/, the submissions, the gradebook) replaced by empty ones, its
-  own PID, IPC, UTS and network namespaces (so no network), killed with its parent;
-- inside it, when the grader runs as root, a user id of its own per grading slot (setpriv), so the
-  process limit and the final clean-up ("kill every process of this uid") touch nothing else;
-- resource limits: CPU seconds, address space, file size, number of processes;
-- wall-clock limits per cell and per notebook, enforced from outside (the submission cannot catch
-  SIGKILL).
-Without bubblewrap grading still works, with a warning that isolation is weaker.
+Isolation (``mode="bwrap"``, the default; Linux bubblewrap, Debian package ``bubblewrap``):
+- the sandbox's file system holds the system (``/usr``, ``/etc``, ``/bin``, ``/lib*``), Python, a
+  read-only snapshot of the course library at ``/course`` (``utils/`` and ``coursetools/``), and the
+  run's own scratch folder at ``/submission``; nothing else of the machine or of the repository exists
+  there (no ``solutions/``, ``.git``, ``_build``, other checkouts, other submissions, the gradebook);
+  ``/tmp`` and ``/dev/shm`` are private and empty;
+- its own PID, IPC, UTS, network and cgroup namespaces: no network, and every process it starts dies
+  with the namespace when the run ends (``--die-with-parent``: killing bwrap kills them all);
+- when the grader runs as root, a user id of its own for the run, reserved with a lock shared by all
+  grader processes on the machine (``/run/course-grader/uids``), so that the process limit counts only
+  this run and no two runs ever share an id;
+- resource limits: address space, file size, number of processes, and a CPU-time backstop.
+
+Time is judged by the grader's clock, outside: the grader sends one cell at a time
+(coursetools.grading.runner) and measures each cell's CPU time (of the whole process tree) and wall
+time. CPU time is what counts, because it does not grow when the machine is busy; the wall-clock limit
+is a multiple of it, for programs that sleep or block. When the last cell is done the grader kills the
+process tree at once, whatever threads are still running.
+
+``mode="none"`` runs without bubblewrap (weaker, see ``WEAKER_WITHOUT_SANDBOX``); as root it still
+switches to a reserved unprivileged user id, and kills every process of that id and the whole process
+group afterwards.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
+import marshal
 import os
+import pwd
 import resource
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from coursetools.notebooks import REPO_ROOT
 
-NOBODY_BASE_UID = 61000  # slot k runs as uid 61000 + k
+UID_RANGE = range(61000, 62000)  # per-run user ids, reserved with a lock file each
+UID_LOCK_DIRS = (Path("/run/course-grader/uids"), Path(tempfile.gettempdir()) / "course-grader-uids")
+LIBRARY = ("utils", "coursetools")  # what of the repository a submission sees
+SANDBOX_LIBRARY = "/course"
+SANDBOX_WORKDIR = "/submission"
+MAX_REPLY_BYTES = 4096
+WEAKER_WITHOUT_SANDBOX = (
+    "submissions can read every file the grading user can read (including solutions/ with the hidden "
+    "tests, and the other submissions), reach the network, and see other processes"
+)
 
 
 @dataclass(frozen=True)
 class Limits:
-    cell_seconds: float = 60.0
-    notebook_seconds: float = 300.0
-    cpu_seconds: int = 300
-    memory_bytes: int = 6 << 30
+    cell_cpu_seconds: float = 60.0  # CPU time of one cell (the whole process tree)
+    notebook_cpu_seconds: float = 300.0  # CPU time of the whole notebook
+    wall_factor: float = 4.0  # wall-clock limits are this many times the CPU limits
+    startup_seconds: float = 120.0  # wall time to start Python and IPython in the sandbox
+    memory_bytes: int = 6 << 30  # address space per process
     file_bytes: int = 64 << 20
     processes: int = 256
+
+    @property
+    def cell_wall_seconds(self) -> float:
+        return self.cell_cpu_seconds * self.wall_factor
+
+    @property
+    def notebook_wall_seconds(self) -> float:
+        return self.notebook_cpu_seconds * self.wall_factor
+
+
+@dataclass
+class Job:
+    """One cell to run: ``kind`` "cell" (source run by IPython) or "check" (a compiled probe function)."""
+
+    kind: str
+    label: str  # for messages: "cell 12", "the check of 3.1"
+    source: str = ""
+    code: Any = None
+    form: str = "got"
+    probes: list[int] = field(default_factory=list)
+    seed: int = 0
+
+    def frame(self, index: int) -> bytes:
+        body: dict[str, Any] = {"kind": self.kind, "index": index}
+        if self.kind == "cell":
+            body["source"] = self.source
+        else:
+            body.update(code=self.code, form=self.form, probes=list(self.probes), seed=self.seed)
+        data = marshal.dumps(body)
+        return struct.pack(">I", len(data)) + data
 
 
 @dataclass
 class RunResult:
-    status: str  # finished | cell timeout | notebook timeout | crashed
-    detail: str
-    seconds: float
+    status: str  # finished | cpu limit | wall limit | crashed | protocol | no start
+    detail: str  # for people: what happened, where
+    wall_seconds: float
+    cpu_seconds: float
+    cells_done: int  # jobs that reported done
+    stopped_at: int | None = None  # index of the job during which the run stopped, if it did
+    errors: dict[int, str] = field(default_factory=dict)  # job index -> exception name it raised
+    leftovers: int = 0  # processes still alive after the run (killed then)
+
+    @property
+    def timed_out(self) -> bool:
+        return self.status in ("cpu limit", "wall limit")
+
+
+# --------------------------------------------------------------------------------------------------
+# Is bubblewrap usable?
 
 
 @functools.cache
-def bubblewrap_available() -> bool:
-    """Whether bwrap exists and can create the namespaces we need on this machine."""
+def bubblewrap_status() -> tuple[bool, str]:
+    """(usable, why not): whether bwrap exists and can create the namespaces used here."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
-        return False
+        return False, "bubblewrap (bwrap) is not installed"
     try:
         probe = subprocess.run(
             [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
              "--die-with-parent", "true"],
-            capture_output=True, timeout=20,
+            capture_output=True, timeout=30,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bubblewrap (bwrap) is installed but does not start here ({type(exc).__name__})"
+    if probe.returncode != 0:
+        message = probe.stderr.decode(errors="replace").strip().splitlines()
+        return False, ("bubblewrap (bwrap) is installed but cannot create namespaces here"
+                       + (f" ({message[-1][:120]})" if message else ""))
+    return True, ""
 
 
-def _python_paths() -> list[Path]:
-    """Folders the sandboxed Python needs to read, for re-binding under a private /root."""
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent}
-    return sorted(p for p in paths if p.is_dir())
+def bubblewrap_available() -> bool:
+    return bubblewrap_status()[0]
 
 
-def _traversable_parents(path: Path) -> list[str]:
-    """bwrap creates the missing folders above a mount point with mode 700; create them 755 first."""
-    args = []
-    for parent in reversed(path.parents):
-        if str(parent).startswith(("/tmp/", "/root/")):
-            args += ["--perms", "0755", "--dir", str(parent)]
-    return args
+# --------------------------------------------------------------------------------------------------
+# User ids reserved per run
 
 
-def _bwrap_prefix(workdir: Path, hidden: list[Path], as_root: bool) -> list[str]:
-    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
-    if as_root:
-        # root's home is private (mode 700): give the sandbox an empty one with only Python in it.
-        args += ["--perms", "0755", "--tmpfs", "/root"]
-    # Python and the course (which may live under /tmp or /root, both replaced above) stay visible.
-    for path in [*_python_paths(), REPO_ROOT]:
-        if str(path).startswith(("/tmp/", "/root/")):
-            args += _traversable_parents(path) + ["--ro-bind", str(path), str(path)]
-    args += _traversable_parents(workdir) + ["--bind", str(workdir), str(workdir)]
-    for folder in hidden:
-        if folder.exists():
-            args += ["--tmpfs", str(folder.resolve())]
-    namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-    if not as_root:
-        namespaces.append("--unshare-user")
-    args += namespaces + ["--die-with-parent", "--new-session", "--chdir", str(workdir)]
-    return args
+def _lock_dir() -> Path:
+    for folder in UID_LOCK_DIRS:
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if os.access(folder, os.W_OK):
+                return folder
+        except OSError:
+            continue
+    raise RuntimeError("no folder for the user-id locks (/run/course-grader or the temp folder)")
 
 
-def _set_limits(limits: Limits, processes: int | None) -> None:
-    """preexec_fn: runs in the child between fork and exec."""
-    os.setsid()
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if processes is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+def _uid_in_use(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True  # a real account: never borrow it
+    except KeyError:
+        pass
+    for proc in psutil.process_iter(["uids"]):
+        uids = proc.info.get("uids")
+        if uids and uid in (uids.real, uids.effective):
+            return True  # something else runs with it (a leftover we did not start): leave it alone
+    return False
 
 
-def _processes_of_current_user() -> int:
-    uid = os.getuid()
-    return sum(1 for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid)
+class UidReservation:
+    """A user id held for one run: a lock file stays locked (flock) while the reservation lives.
+
+    Any grader process on the machine skips ids whose lock is held; the lock goes with the process
+    if it dies, and an id still used by some process is never taken.
+    """
+
+    def __init__(self) -> None:
+        folder = _lock_dir()
+        for uid in UID_RANGE:
+            fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            if _uid_in_use(uid):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+                continue
+            self.uid, self._fd = uid, fd
+            return
+        raise RuntimeError(f"no free user id in {UID_RANGE.start}-{UID_RANGE.stop - 1} for a grading run")
+
+    def release(self) -> int:
+        """Kill anything still running as this id (only this run used it), then free the id.
+
+        Returns how many processes were still alive 2 s after the run's process tree was killed.
+        """
+        deadline = time.monotonic() + 2.0
+        while _processes_of(self.uid) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the PID namespace is being torn down
+        killed = kill_uid(self.uid)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        return killed
+
+
+def _processes_of(uid: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["uids", "status"]):
+        uids = proc.info.get("uids")
+        if uids and uid in (uids.real, uids.effective, uids.saved) and proc.info.get("status") != "zombie":
+            found.append(proc)
+    return found
 
 
 def kill_uid(uid: int) -> int:
-    """Kill every process of ``uid`` (a grading slot's own user); return how many."""
-    return _kill([p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid])
+    """Kill every process of ``uid``; return how many there were."""
+    return _kill(_processes_of(uid))
 
 
 def _kill(victims: list[psutil.Process]) -> int:
@@ -134,98 +237,347 @@ def _kill(victims: list[psutil.Process]) -> int:
     return len(victims)
 
 
-def run_cells(
-    cells: list[str],
-    workdir: Path,
-    limits: Limits,
-    slot: int = 0,
-    hidden: list[Path] | None = None,
-    sandbox: bool = True,
-) -> RunResult:
-    """Run ``cells`` with coursetools.grading.runner in ``workdir``; records land in workdir/got, /expected."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    as_root = os.geteuid() == 0
-    # A uid per slot needs root to switch to and the sandbox to reach Python under /root.
-    uid = NOBODY_BASE_UID + slot if (as_root and sandbox) else None
-    job = workdir / "job.json"
-    job.write_text(json.dumps({"cells": cells, "workdir": str(workdir)}))
-    for sub in ("got", "expected"):
-        (workdir / sub).mkdir(exist_ok=True)
-    if uid is not None:
-        for path in [workdir, *workdir.rglob("*")]:
-            os.chown(path, uid, uid)
-        kill_uid(uid)  # nothing left over from an earlier run in this slot
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(workdir),
-        "IPYTHONDIR": str(workdir / ".ipython"),
-        "MPLCONFIGDIR": str(workdir / ".matplotlib"),
-        "MPLBACKEND": "Agg",
-        "OMP_NUM_THREADS": "1",
-        "COURSE_DEVICE": "cpu",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "LANG": "C.UTF-8",
-    }
-    token = f"{os.getpid()}-{slot}-{time.monotonic_ns()}"
-    env["COURSE_GRADER_RUN"] = token
-    command = [sys.executable, "-m", "coursetools.grading.runner", str(job)]
-    if uid is not None:
-        command = [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}",
-                   "--clear-groups", "--"] + command
-    if sandbox:
-        command = _bwrap_prefix(workdir, hidden or [], as_root) + command
-    # The process limit counts per user: for a slot uid it is the slot's own; otherwise leave room
-    # for what this user already runs (root is exempt from it anyway).
-    processes = limits.processes if uid is not None else (
-        None if as_root else _processes_of_current_user() + limits.processes)
-    output = open(workdir / "output.txt", "wb")  # noqa: SIM115 (closed below)
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-        preexec_fn=functools.partial(_set_limits, limits, processes),
-    )
-    heartbeat, last_beat, beat_time = workdir / "heartbeat", None, start
-    result = None
+# --------------------------------------------------------------------------------------------------
+# The sandbox's file system
+
+
+def stage_library(scratch: Path, root: Path = REPO_ROOT) -> Path:
+    """A read-only snapshot of the course library (utils/, coursetools/) for submissions to import."""
+    stage = scratch / "course"
+    for name in LIBRARY:
+        shutil.copytree(root / name, stage / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                        symlinks=False)
+    for path in [stage, *stage.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return stage
+
+
+def _python_paths() -> list[Path]:
+    """Folders the sandboxed Python needs: the environment, the base installation, the real executable's."""
+    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent.parent}
+    return sorted(p for p in paths if p.is_dir())
+
+
+SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def bwrap_command(workdir: Path, library: Path, as_root: bool) -> list[str]:
+    """The bubblewrap prefix: a new, nearly empty root with only what a submission needs."""
+    args = [shutil.which("bwrap") or "bwrap"]
+    bound: list[str] = []
+
+    def covered(path: str) -> bool:
+        return any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound)
+
+    made: set[str] = set()
+
+    def parents(path: str) -> list[str]:
+        out = []
+        for parent in reversed(Path(path).parents):
+            p = str(parent)
+            if p != "/" and p not in made and not covered(p):
+                made.add(p)
+                out += ["--perms", "0755", "--dir", p]
+        return out
+
+    for path in SYSTEM:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+            bound.append(path)
+    for path in map(str, _python_paths()):
+        if not covered(path):
+            args += parents(path) + ["--ro-bind", path, path]
+            bound.append(path)
+    args += ["--ro-bind", str(library), SANDBOX_LIBRARY, "--bind", str(workdir), SANDBOX_WORKDIR]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    if not as_root:
+        args.append("--unshare-user")
+    args += ["--die-with-parent", "--new-session", "--chdir", SANDBOX_WORKDIR]
+    return args
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+
+
+def _set_limits(limits: Limits, processes: int | None, cpu_backstop: int) -> None:
+    """preexec_fn: runs in the child between fork and exec."""
+    os.setsid()
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_backstop, cpu_backstop + 5))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+
+def _processes_of_current_user() -> int:
+    uid = os.getuid()
+    return sum(1 for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid)
+
+
+def _tree_cpu(root: psutil.Process) -> float:
+    """CPU seconds used so far by ``root`` and every process below it (ended ones included once reaped)."""
+    total = 0.0
     try:
-        while result is None:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            continue
+    return total
+
+
+SIGNAL_MEANING = {
+    "SIGSEGV": "a segmentation fault", "SIGABRT": "aborted", "SIGBUS": "a bus error",
+    "SIGFPE": "a floating-point exception", "SIGILL": "an illegal instruction",
+    "SIGKILL": "killed", "SIGXCPU": "the CPU-time limit", "SIGXFSZ": "the file-size limit",
+}
+
+
+def exit_reason(code: int, sandboxed: bool) -> str:
+    """'killed by SIGSEGV (a segmentation fault)' or 'exit code 1'. bwrap reports a signal as 128 + n."""
+    number = -code if code < 0 else (code - 128 if sandboxed and 128 < code < 128 + 65 else None)
+    if number is not None:
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            return f"killed by signal {number}"
+        meaning = SIGNAL_MEANING.get(name)
+        return f"killed by {name}" + (f" ({meaning})" if meaning else "")
+    return f"exit code {code}"
+
+
+class _Run:
+    """One started process tree and the pipes to it."""
+
+    def __init__(self, command: list[str], workdir: Path, env: dict, output: Path, limits: Limits,
+                 processes: int | None, cpu_backstop: int) -> None:
+        reply_r, reply_w = os.pipe()
+        command = [*command, str(reply_w)]
+        with open(output, "wb") as out:
+            self.proc = subprocess.Popen(
+                command, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                pass_fds=(reply_w,), preexec_fn=functools.partial(_set_limits, limits, processes, cpu_backstop),
+            )
+        os.close(reply_w)
+        self.reply = reply_r
+        os.set_blocking(reply_r, False)
+        self.stdin = self.proc.stdin.fileno()
+        os.set_blocking(self.stdin, False)
+        self.buffer = b""
+        self.eof = False
+        self.root = psutil.Process(self.proc.pid)
+        self.cpu = 0.0
+
+    def tree_cpu(self) -> float:
+        self.cpu = max(self.cpu, _tree_cpu(self.root))
+        return self.cpu
+
+    def pump(self, outgoing: bytes, timeout: float) -> tuple[bytes, list[bytes]]:
+        """Write what the pipe takes of ``outgoing``, read replies; return (unsent rest, complete lines)."""
+        wlist = [self.stdin] if outgoing else []
+        rlist = [] if self.eof else [self.reply]
+        try:
+            readable, writable, _ = select.select(rlist, wlist, [], timeout)
+        except InterruptedError:
+            readable, writable = [], []
+        if writable:
             try:
-                proc.wait(timeout=0.2)
-            except subprocess.TimeoutExpired:
+                written = os.write(self.stdin, outgoing[:1 << 16])
+                outgoing = outgoing[written:]
+            except BlockingIOError:
                 pass
-            now = time.monotonic()
+            except (BrokenPipeError, OSError):
+                outgoing = b""  # the process is gone or closed its input; the exit is noticed below
+        lines: list[bytes] = []
+        if readable:
             try:
-                beat = heartbeat.read_text()[:20]
+                data = os.read(self.reply, MAX_REPLY_BYTES)
+            except BlockingIOError:
+                data = None
+            if data == b"":
+                self.eof = True
+            elif data:
+                self.buffer += data
+                *complete, self.buffer = self.buffer.split(b"\n")
+                lines = complete
+                if len(self.buffer) > MAX_REPLY_BYTES:
+                    lines.append(self.buffer)  # an over-long line: a protocol violation
+                    self.buffer = b""
+        return outgoing, lines
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        for fd in (self.reply,):
+            try:
+                os.close(fd)
             except OSError:
-                beat = None
-            if beat != last_beat:
-                last_beat, beat_time = beat, now
-            if proc.returncode is not None:
-                if beat == "done":
-                    result = RunResult("finished", "", now - start)
-                else:
-                    cell = f" in cell {beat}" if beat else ""
-                    reason = _exit_reason(proc.returncode)
-                    result = RunResult("crashed", f"the notebook's process ended{cell} ({reason})", now - start)
-            elif now - start > limits.notebook_seconds:
-                result = RunResult("notebook timeout", f"over {limits.notebook_seconds:g} s in all", now - start)
-            elif beat not in (None, "done") and now - beat_time > limits.cell_seconds:
-                result = RunResult("cell timeout", f"cell {beat} ran over {limits.cell_seconds:g} s", now - start)
-    finally:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
                 pass
-            proc.wait()
-        output.close()
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+def _parse_reply(line: bytes) -> dict | None:
+    try:
+        message = json.loads(line.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def run_jobs(
+    jobs: list[Job],
+    workdir: Path,
+    library: Path,
+    limits: Limits,
+    mode: str = "bwrap",
+    output: Path | None = None,
+) -> RunResult:
+    """Run ``jobs`` in order in a fresh process tree whose scratch folder is ``workdir``.
+
+    ``workdir`` must be a new folder the grader made (records land in ``workdir/records``).
+    """
+    as_root = os.geteuid() == 0
+    reservation = UidReservation() if as_root else None
+    uid = reservation.uid if reservation else None
+    output = output or workdir.with_name(workdir.name + ".out")
+    try:
         if uid is not None:
-            kill_uid(uid)
-        kill_marked(token)
-    return result
+            os.chown(workdir, uid, uid)
+        os.chmod(workdir, 0o700)
+        inside_workdir = SANDBOX_WORKDIR if mode == "bwrap" else str(workdir)
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": inside_workdir,
+            "TMPDIR": "/tmp" if mode == "bwrap" else inside_workdir,
+            "IPYTHONDIR": f"{inside_workdir}/.ipython",
+            "MPLCONFIGDIR": f"{inside_workdir}/.matplotlib",
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "COURSE_DEVICE": "cpu",
+            "CUDA_VISIBLE_DEVICES": "",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONPATH": SANDBOX_LIBRARY if mode == "bwrap" else str(library),
+            "LANG": "C.UTF-8",
+            "COURSE_GRADER_RUN": f"{os.getpid()}-{time.monotonic_ns()}",
+        }
+        command = [sys.executable, "-m", "coursetools.grading.runner"]
+        if uid is not None:
+            command = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
+                       "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all",
+                       "--"] + command
+        if mode == "bwrap":
+            command = bwrap_command(workdir, library, as_root) + command
+        # The process limit counts per user: a reserved id counts only this run; otherwise leave room
+        # for what this user already runs (root is exempt from it anyway).
+        processes = limits.processes if uid is not None else (
+            None if as_root else _processes_of_current_user() + limits.processes)
+        cpu_backstop = int(limits.notebook_cpu_seconds) + 30
+        run = _Run(command, workdir, env, output, limits, processes, cpu_backstop)
+        try:
+            result = _drive(run, jobs, limits, sandboxed=mode == "bwrap")
+        finally:
+            run.kill()
+            if mode != "bwrap" and uid is None:
+                result_token = env["COURSE_GRADER_RUN"]
+                kill_marked(result_token)
+        if reservation is not None:
+            result.leftovers = reservation.release()
+            reservation = None
+        return result
+    finally:
+        if reservation is not None:
+            reservation.release()
+
+
+def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunResult:
+    """Send the jobs one at a time and judge time on the grader's clock."""
+    start = time.monotonic()
+    errors: dict[int, str] = {}
+
+    def result(status: str, detail: str, stopped: int | None, done: int) -> RunResult:
+        return RunResult(status, detail, time.monotonic() - start, run.tree_cpu(), done, stopped, errors)
+
+    def exited(stopped: int | None, done: int, where: str) -> RunResult:
+        code = run.proc.wait()
+        return result("crashed", f"the notebook's process ended {where}({exit_reason(code, sandboxed)})",
+                      stopped, done)
+
+    # Start-up: Python, IPython and the runner, under the wall-clock start-up limit.
+    while True:
+        _, lines = run.pump(b"", 0.1)
+        if any(_parse_reply(line) == {"ready": 1} for line in lines):
+            break
+        if lines:
+            return result("protocol", "the notebook's process broke the grader's protocol at start-up", 0, 0)
+        if run.eof or run.proc.poll() is not None:
+            return exited(0, 0, "while starting ")
+        if time.monotonic() - start > limits.startup_seconds:
+            return result("wall limit", f"Python did not start within {limits.startup_seconds:g} s", 0, 0)
+    cpu_start = run.tree_cpu()
+    for index, job in enumerate(jobs):
+        outgoing = job.frame(index)
+        cell_start, cpu_cell = time.monotonic(), run.tree_cpu()
+        last_cpu_check = 0.0
+        done = False
+        while not done:
+            outgoing, lines = run.pump(outgoing, 0.05)
+            for line in lines:
+                message = _parse_reply(line)
+                if (message is None or set(message) != {"done", "error"} or message["done"] != index
+                        or not (message["error"] is None or isinstance(message["error"], str))):
+                    return result("protocol", f"the notebook's process broke the grader's protocol in "
+                                  f"{job.label}", index, index)
+                if message["error"] is not None:
+                    errors[index] = message["error"][:120]
+                done = True
+            if done:
+                break
+            if run.eof or run.proc.poll() is not None:
+                return exited(index, index, f"in {job.label} ")
+            now = time.monotonic()
+            if now - last_cpu_check >= 0.25:
+                last_cpu_check = now
+                cpu = run.tree_cpu()
+                if cpu - cpu_cell > limits.cell_cpu_seconds:
+                    return result("cpu limit", f"{job.label} used more than {limits.cell_cpu_seconds:g} s of "
+                                  "CPU time", index, index)
+                if cpu - cpu_start > limits.notebook_cpu_seconds:
+                    return result("cpu limit", f"the notebook used more than {limits.notebook_cpu_seconds:g} s "
+                                  f"of CPU time (in {job.label})", index, index)
+            if now - cell_start > limits.cell_wall_seconds:
+                return result("wall limit", f"{job.label} was stopped by the wall-clock limit after "
+                              f"{now - cell_start:.0f} s of wall time ({run.tree_cpu() - cpu_cell:.1f} s of CPU "
+                              "time: it slept or waited, or the machine was very busy)", index, index)
+            if now - start > limits.notebook_wall_seconds:
+                return result("wall limit", f"the notebook was stopped by the wall-clock limit of "
+                              f"{limits.notebook_wall_seconds:g} s (in {job.label})", index, index)
+    return result("finished", "", None, len(jobs))
 
 
 def kill_marked(token: str) -> int:
-    """Kill processes whose environment carries this run's marker (the clean-up without a slot uid)."""
+    """Kill processes whose environment carries this run's marker (clean-up without a reserved id)."""
     victims = []
     for proc in psutil.process_iter():
         try:
@@ -234,12 +586,3 @@ def kill_marked(token: str) -> int:
         except psutil.Error:
             continue
     return _kill(victims)
-
-
-def _exit_reason(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"

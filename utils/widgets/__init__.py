@@ -7,6 +7,18 @@ from collections.abc import Callable, Sequence
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
+# What a widget's cell shows as text where the widget itself cannot be drawn: in JupyterLab before the
+# cell has run, and in any viewer without the widget manager. (The default is a dump of the widget's
+# children, `VBox(children=(HBox(...`.)
+PLACEHOLDER = "Interactive widget: run this cell to draw it and use its controls."
+
+
+class Panel(widgets.VBox):
+    """A course widget: a VBox whose text form is a short note instead of its children's repr."""
+
+    def __repr__(self) -> str:
+        return PLACEHOLDER
+
 
 def show_figure(output: widgets.Output, fig: plt.Figure) -> None:
     """Replace what ``output`` shows with ``fig``, then free the figure.
@@ -26,7 +38,7 @@ def live_panel(
     rows: Sequence[widgets.Widget] | None = None,
     watched: Sequence[widgets.ValueWidget] | None = None,
     buttons: Sequence[widgets.Button] = (),
-) -> widgets.VBox:
+) -> Panel:
     """The course's widget shape: controls, an HTML readout and a figure, redrawn on every change.
 
     ``describe(*values)`` and ``draw(*values)`` are pure functions of the ``inputs``' values. The
@@ -34,6 +46,9 @@ def live_panel(
     and lays out ``rows`` (default: the inputs side by side) above the readout and the figure.
     """
     readout, plot = widgets.HTML(), widgets.Output()
+    for control in inputs:  # show the whole label ("temperature", not "temperat…")
+        if hasattr(control, "style") and hasattr(control.style, "description_width"):
+            control.style.description_width = "initial"
 
     def redraw(_change: object = None) -> None:
         values = [control.value for control in inputs]
@@ -45,4 +60,4 @@ def live_panel(
     for button in buttons:
         button.on_click(redraw)
     redraw()
-    return widgets.VBox([*(rows if rows is not None else [widgets.HBox(list(inputs))]), readout, plot])
+    return Panel([*(rows if rows is not None else [widgets.HBox(list(inputs))]), readout, plot])

@@ -16,6 +16,7 @@ import math
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.ticker import MaxNLocator
 
 from utils.plotting import OKABE_ITO, SEQUENTIAL_CMAP, label_axes
 from utils.positional import alibi_slopes, sinusoidal_encoding, sinusoidal_frequencies
@@ -56,12 +57,14 @@ def positional_figure(d_model: int = 64, length: int = 128) -> plt.Figure:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
     image = ax1.imshow(summary["pe"].T.numpy(), cmap=SEQUENTIAL_CMAP, aspect="auto", origin="lower", vmin=-1, vmax=1)
     ax1.grid(False)
+    for axis in (ax1.xaxis, ax1.yaxis):  # positions and dimensions are whole numbers, even at d_model = 4
+        axis.set_major_locator(MaxNLocator(integer=True))
     label_axes(ax1, "position pos", "dimension", f"PE, d_model = {d_model}, {length} positions")
     fig.colorbar(image, ax=ax1, label="value")
     ax2.plot(summary["offsets"].numpy(), summary["dots"].numpy(), color=OKABE_ITO["blue"])
     ax2.axhline(summary["off_peak_ratio"] * summary["peak"], color="grey", ls=":", lw=1, label="mean over |k| ≥ 10")
     ax2.legend(loc="upper right")
-    label_axes(ax2, "offset k (positions)", "PE(pos) · PE(pos + k)", "Dot product against offset")
+    label_axes(ax2, r"offset $k$ (positions)", r"$\mathrm{PE}(pos) \cdot \mathrm{PE}(pos + k)$", "Dot product against offset")
     fig.tight_layout()
     return fig
 

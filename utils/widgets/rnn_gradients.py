@@ -27,12 +27,13 @@ def gradient_figure(length: int, rho: float) -> plt.Figure:
     """Log-scale plot of the measured gradient norm and its bound against the time step."""
     curve = gradient_curve(length, rho)
     fig, ax = plt.subplots(figsize=(7.2, 3.6))
-    ax.semilogy(curve["steps"], curve["norms"], color=OKABE_ITO["blue"], label="measured ‖∂L/∂h_t‖")
-    ax.semilogy(curve["steps"], curve["bound"], "--", color=OKABE_ITO["vermillion"], label="bound ρ^(T−t)")
+    ax.semilogy(curve["steps"], curve["norms"], color=OKABE_ITO["blue"], label=r"measured $\Vert\partial L/\partial h_t\Vert$")
+    ax.semilogy(curve["steps"], curve["bound"], "--", color=OKABE_ITO["vermillion"], label=r"bound $\rho^{T-t}$")
     low = max(1e-30, float(min(curve["norms"].min(), curve["bound"].min())) / 10)
     high = float(max(curve["norms"].max(), curve["bound"].max())) * 10
     ax.set_ylim(low, high)
-    label_axes(ax, "time step t", "‖∂L/∂h_t‖ (no unit)", f"T = {length}, spectral radius ρ = {rho:.2f}")
+    label_axes(ax, r"time step $t$", r"$\Vert\partial L/\partial h_t\Vert$ (no unit)",
+               rf"$T$ = {length}, spectral radius $\rho$ = {rho:.2f}")
     ax.legend(loc="lower right")
     fig.tight_layout()
     return fig
@@ -42,8 +43,8 @@ def _readout(length: int, rho: float) -> str:
     ratio = gradient_curve(length, rho)["ratio"]
     regime = "vanishes" if ratio < 0.1 else ("explodes" if ratio > 10 else "roughly holds its size")
     return (
-        f"<b>T = {length}, ρ = {rho:.2f}</b>: ‖∂L/∂h_1‖ / ‖∂L/∂h_T‖ = {ratio:.2e} "
-        f"(bound ρ^(T−1) = {rho ** (length - 1):.2e}); the gradient {regime} over the sequence"
+        f"<b>T = {length}, ρ = {rho:.2f}</b>: ‖∂L/∂h<sub>1</sub>‖ / ‖∂L/∂h<sub>T</sub>‖ = {ratio:.2e} "
+        f"(bound ρ<sup>T−1</sup> = {rho ** (length - 1):.2e}); the gradient {regime} over the sequence"
     )
 
 

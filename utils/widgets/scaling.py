@@ -30,12 +30,12 @@ def saturation_figure(d_k: int, panels: tuple[bool, ...] = (False, True)) -> plt
         ax.bar(range(weights.shape[1]), weights[0].numpy(), color=color)
         ax.set_ylim(0, 1)
         ax.set_xticks(range(0, weights.shape[1], 3))
-        kind = "scaled by 1/√d_k" if scaled else "unscaled"
+        kind = r"scaled by $1/\sqrt{d_k}$" if scaled else "unscaled"
         label_axes(
             ax,
-            "key index j",
-            "attention weight p_j",
-            f"d_k = {d_k}, {kind}\nmedian ‖∂L/∂z‖ = {grad_norms.median():.2e}",
+            r"key index $j$",
+            r"attention weight $p_j$",
+            rf"$d_k$ = {d_k}, {kind}" + "\n" + rf"median $\Vert\partial L/\partial z\Vert$ = {grad_norms.median():.2e}",
         )
     fig.tight_layout()
     return fig

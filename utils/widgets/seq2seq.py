@@ -28,8 +28,9 @@ def cross_attention_map(model: Seq2Seq, text: str, max_len: int = 8) -> tuple[st
     output = decode_tokens(out[0].tolist())
     prefix = out[:, : max(len(output) - 1, 0)]  # (1, n - 1): the model's own letters
     tgt_in = torch.cat([torch.full((1, 1), BOS, device=src.device), prefix], dim=1)  # (1, max(n, 1))
-    model(src, tgt_in)  # a teacher-forced pass over the model's own output records the weights
-    weights = model.decoder[-1].cross_attn.last_weights[0].mean(0).cpu()  # (T_out, T_enc)
+    memory, allowed = model.encode(src)
+    model.decode(tgt_in, memory, allowed, need_weights=True)  # a teacher-forced pass over its own output
+    weights = model.decoder[-1].last_cross_weights[0].mean(0).cpu()  # (T_out, T_enc), mean over heads
     model.train(was_training)
     return decode_tokens(src[0].tolist()), weights, output
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
@@ -31,7 +33,7 @@ def lookup_figure(query_name: str, temperature: float) -> plt.Figure:
     ax1.barh(result["titles"], weights.numpy(), color=OKABE_ITO["blue"])
     ax1.invert_yaxis()
     ax1.set_xlim(0, 1)
-    label_axes(ax1, "weight w_j (no unit)", "video", f'Query "{query_name}", τ = {temperature:.3g}')
+    label_axes(ax1, r"weight $w_j$ (no unit)", "video", rf'Query "{query_name}", $\tau$ = {temperature:#.3g}')
     positions = torch.arange(len(CONTENTS)).float()
     ax2.bar(positions - 0.2, result["retrieved"].numpy(), width=0.4, color=OKABE_ITO["orange"], label="retrieved")
     ax2.bar(positions + 0.2, result["average"].numpy(), width=0.4, color="grey", label="plain average")
@@ -49,7 +51,7 @@ def _readout(query_name: str, temperature: float) -> str:
     best = int(weights.argmax())
     blend = ", ".join(f"{c} {v:.2f}" for c, v in zip(CONTENTS, result["retrieved"].tolist()))
     return (
-        f'<b>"{query_name}"</b> at τ = {temperature:.3g}: best match <i>{result["titles"][best]}</i> '
+        f'<b>"{query_name}"</b> at τ = {temperature:#.3g}: best match <i>{result["titles"][best]}</i> '
         f"with weight {weights[best]:.3f}; retrieved value: {blend}"
     )
 
@@ -57,7 +59,12 @@ def _readout(query_name: str, temperature: float) -> str:
 def lookup_widget(query_name: str = "cute cats", temperature: float = 0.3) -> widgets.VBox:
     """A query menu and a temperature slider, a text readout, and the weights' bar chart."""
     menu = widgets.Dropdown(options=list(QUERIES), value=query_name, description="query")
+    # The slider moves in steps of 10**0.05 counted from its minimum: the grid is anchored at the starting
+    # temperature, so the slider shows the value the readout uses (0.3, not the nearest 10**(k/20) = 0.316).
+    step, below, above = 0.05, 30, 30  # about 0.0095 to 9.5 around the default 0.3
+    start = math.log10(temperature)
     slider = widgets.FloatLogSlider(
-        value=temperature, base=10, min=-2, max=1, step=0.05, description="τ", readout_format=".3g"
+        value=temperature, base=10, min=start - below * step, max=start + above * step, step=step,
+        description="τ", readout_format=".3g",  # d3's .3g is Python's #.3g: "0.300"
     )
     return live_panel([menu, slider], _readout, lookup_figure)

@@ -7,6 +7,8 @@ is cheap enough to recompute on every click.
 from __future__ import annotations
 
 import html
+import math
+import warnings
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -64,16 +66,29 @@ def attention_figure(
 
 
 def all_heads_figure(sentence: str = DEFAULT_SENTENCE, temperature: float = 1.0, causal: bool = False) -> plt.Figure:
-    """The four heads' heat maps side by side (the static figure the book shows)."""
-    fig, axes = plt.subplots(1, len(HEAD_NAMES), figsize=(4.0 * len(HEAD_NAMES), 4.6), layout="constrained")
+    """The heads' heat maps, two per row (the static figure the book shows).
+
+    Two columns, not one row of four: at a book's column width (about 750 px) four panels side by
+    side would shrink the token labels to a few pixels.
+    """
+    columns = 2
+    rows = math.ceil(len(HEAD_NAMES) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.4 * columns, 4.4 * rows), layout="constrained",
+                             squeeze=False)
     image = None
-    for head, ax in enumerate(axes):
+    for head, ax in enumerate(axes.flat):
+        if head >= len(HEAD_NAMES):
+            ax.set_axis_off()
+            continue
         tokens, weights = attention_map(sentence, head, temperature, causal)
         image = _draw(ax, tokens, weights, f"head {head}: {HEAD_NAMES[head]}", annotate=False)
-        if head:  # the rows are the same tokens in every panel: label them once, on the left
+        if head % columns:  # the rows are the same tokens in every panel: label them once per row
             ax.set_ylabel("")
             ax.set_yticklabels([])
-    fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
+        if head < len(HEAD_NAMES) - columns:  # and the columns once, at the bottom
+            ax.set_xlabel("")
+            ax.set_xticklabels([])
+    fig.colorbar(image, ax=list(axes.flat), shrink=0.6, label="attention weight")
     return fig
 
 
@@ -118,6 +133,11 @@ def visualizer_widget(sentence: str = DEFAULT_SENTENCE, head: int = 0, temperatu
     temp = widgets.FloatLogSlider(value=temperature, base=2, min=-5, max=6, step=0.25,
                                   description="temperature", continuous_update=False)
     mask = widgets.Checkbox(value=causal, description="causal mask")
+    # Enter in the text box does what the button does. (ipywidgets 8 marks on_submit as deprecated in
+    # favour of observing the value; that would also recompute on every loss of focus.)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        text.on_submit(lambda _box: button.click())
     return live_panel(
         [text, head_choice, temp, mask],
         readout_html,

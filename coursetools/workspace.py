@@ -1,0 +1,149 @@
+"""The learner's workspace: your own copies of the chapters, in `my-work/`, which git ignores.
+
+    python -m coursetools.workspace lab          # create my-work/ if needed, then open JupyterLab on it
+    python -m coursetools.workspace              # create my-work/ (copies only chapters you do not have yet)
+    python -m coursetools.workspace reset 03     # a fresh copy of chapter 03 (your old one is kept in my-work/.old/)
+    python -m coursetools.workspace status       # which chapters you have, and which are new or updated
+
+Why: `chapters/` is generated from `solutions/` and checked by the tests (chapters/ must be exactly
+what the release tool makes). Answering the exercises there would make `pytest` fail and would be
+overwritten by the next release. In `my-work/` your answers are yours: nothing in the course
+writes there except these commands, and `reset` never deletes (it moves the old copy aside).
+
+`lab` adds `--allow-root` when it runs as root (containers, cloud machines), where JupyterLab
+otherwise refuses to start; other arguments after `lab` are passed to JupyterLab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from coursetools import notebooks
+
+WORKSPACE = notebooks.REPO_ROOT / "my-work"
+OLD = ".old"
+
+
+class WorkspaceError(ValueError):
+    pass
+
+
+def chapters(source: Path | None = None) -> list[Path]:
+    return sorted((source or notebooks.CHAPTERS).glob("[0-9][0-9]_*.ipynb"))
+
+
+def create(workspace: Path = WORKSPACE, source: Path | None = None) -> list[Path]:
+    """Copy every chapter that is not in ``workspace`` yet; never overwrite. Return what was copied."""
+    if workspace.exists() and not workspace.is_dir():
+        raise WorkspaceError(f"workspace: {workspace} exists and is not a folder")
+    workspace.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for chapter in chapters(source):
+        target = workspace / chapter.name
+        if not target.exists():
+            shutil.copy2(chapter, target)
+            copied.append(target)
+    return copied
+
+
+def _match(prefix: str, source: Path | None) -> Path:
+    if not prefix or not prefix.strip():
+        raise WorkspaceError("reset: name a chapter, for example `reset 03`")
+    found = [p for p in chapters(source) if p.name.startswith(prefix.strip())]
+    if len(found) != 1:
+        names = ", ".join(p.stem for p in chapters(source))
+        what = "no chapter" if not found else f"{len(found)} chapters"
+        raise WorkspaceError(f"reset: {what} starting with {prefix!r}; the chapters are: {names}")
+    return found[0]
+
+
+def reset(prefix: str, workspace: Path = WORKSPACE, source: Path | None = None) -> tuple[Path, Path | None]:
+    """Replace the workspace copy of one chapter with a fresh one; move the old copy to ``.old/``.
+
+    Returns (fresh copy, where the old one went or None).
+    """
+    chapter = _match(prefix, source)
+    workspace.mkdir(parents=True, exist_ok=True)
+    target = workspace / chapter.name
+    moved = None
+    if target.exists():
+        old = workspace / OLD
+        old.mkdir(exist_ok=True)
+        moved = old / f"{chapter.stem}-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
+        counter = 1
+        while moved.exists():
+            moved = old / f"{chapter.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{counter}.ipynb"
+            counter += 1
+        shutil.move(str(target), moved)
+    shutil.copy2(chapter, target)
+    return target, moved
+
+
+def status(workspace: Path = WORKSPACE, source: Path | None = None) -> list[str]:
+    """One line per chapter: missing from the workspace, or present (and whether chapters/ is newer)."""
+    lines = []
+    for chapter in chapters(source):
+        mine = workspace / chapter.name
+        if not mine.exists():
+            lines.append(f"{chapter.stem}: not in {workspace.name}/ yet (run `python -m coursetools.workspace`)")
+        elif chapter.stat().st_mtime > mine.stat().st_mtime + 1:
+            lines.append(f"{chapter.stem}: yours; chapters/ has a newer version (`reset {chapter.name[:2]}` "
+                         "takes it, keeping yours in .old/)")
+        else:
+            lines.append(f"{chapter.stem}: yours")
+    return lines
+
+
+def lab_command(workspace: Path = WORKSPACE, extra: list[str] | None = None) -> list[str]:
+    """The JupyterLab command line: root folder the workspace, --allow-root when run as root."""
+    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={workspace}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")
+    return command + list(extra or [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Your workspace: copies of the chapters in my-work/.")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("create", help="copy the chapters you do not have yet (the default)")
+    lab = sub.add_parser("lab", help="create the workspace if needed and open JupyterLab on it")
+    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to JupyterLab")
+    reset_parser = sub.add_parser("reset", help="a fresh copy of one chapter (yours moves to my-work/.old/)")
+    reset_parser.add_argument("chapter", help="its number, for example 03")
+    sub.add_parser("status", help="which chapters you have")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "reset":
+            fresh, moved = reset(args.chapter)
+            kept = f"; your previous copy is {moved.relative_to(WORKSPACE.parent)}" if moved else ""
+            print(f"{fresh.relative_to(WORKSPACE.parent)} is a fresh copy of chapters/{fresh.name}{kept}")
+            return 0
+        if args.command == "status":
+            print("\n".join(status()))
+            return 0
+        copied = create()
+        if copied:
+            print(f"copied {len(copied)} chapter(s) into {WORKSPACE.name}/: " + ", ".join(p.stem for p in copied))
+        if args.command == "lab":
+            command = lab_command(extra=args.jupyter_args)
+            print("opening JupyterLab on my-work/:", " ".join(command[1:]), flush=True)
+            if os.name == "nt":  # os.execv does not replace the process on Windows
+                import subprocess
+
+                return subprocess.call(command)
+            os.execv(command[0], command)
+        elif not copied:
+            print(f"{WORKSPACE.name}/ already has every chapter (see `status`)")
+        return 0
+    except WorkspaceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

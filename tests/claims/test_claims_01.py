@@ -1,0 +1,29 @@
+"""Chapter 01's stochastic claims on seeds 0-4: the same functions and assertions as the notebook (seed 0)."""
+
+import pytest
+import torch
+
+from utils.rnn import bptt_regimes, long_range_recall
+
+pytestmark = pytest.mark.claims
+SEEDS = range(5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_bptt_regimes(seed):
+    regimes = bptt_regimes(seed)
+    assert regimes["worst_over_bound"] <= 1 + 1e-9, "the bound is violated"
+    assert 0.75 < regimes["rate_below"] <= 0.8, "below 1 the gradient vanishes about as fast as the bound"
+    assert regimes["ratio_at_one"] < 1e-2, "saturation makes rho = 1 decay"
+    assert 1e4 < regimes["ratio_above"] < 1e-20 * 2.0**99, "growth above 1, far below the bound"
+    assert 1.3 <= regimes["rho_growth_100"] <= 1.6, "growth by 100x needs rho well above 1"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_long_range_recall(seed):
+    torch.set_num_threads(1)
+    final = long_range_recall(seed, eval_every=200)["final"]  # the same training; history only at the end
+    assert final["RNN, N=8"] > 0.95 and final["LSTM, N=8"] > 0.95, "short range: recurrent models learn it"
+    assert final["attention, N=64"] > 0.95, "attention solves the long-range task"
+    assert final["RNN, N=64"] < 0.25 and final["LSTM, N=64"] < 0.25, "the recurrent models stay near chance"
+    assert final["LSTM, forget bias 5, N=64"] > 0.9, "open forget gates let the LSTM learn it"

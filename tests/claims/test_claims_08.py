@@ -1,0 +1,26 @@
+"""Chapter 08's stochastic claim on 5 seeds: the tiled attention equals F.scaled_dot_product_attention,
+outputs and q, k, v gradients, within the tolerance policy (fused-kernel rule), on random inputs of the
+chapter's four shapes (ragged tiles, N_q != N_k, causal and not, one tile)."""
+
+import pytest
+import torch
+
+from utils.efficient_attention import TILED_CASES, tiled_vs_sdpa
+
+pytestmark = pytest.mark.claims
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tiled_attention_equals_sdpa(seed):
+    ratios = tiled_vs_sdpa(seed)
+    assert len(ratios) == len(TILED_CASES)
+    worst = max(ratios, key=ratios.get)
+    assert ratios[worst] <= 1, f"seed {seed}: {worst} exceeds the tolerance policy by x{ratios[worst]:.2f}"

@@ -1,0 +1,68 @@
+"""Chapter 10: typical wrong answers are caught by the hidden tests and named by the visible checks."""
+
+from wrong_answer_driver import Wrong, check_wrong_answers
+
+WRONG = {
+    "ex10_1": [
+        Wrong("0 · log 0 evaluated as NaN", """
+def attention_entropy(weights):
+    return -(weights * torch.log(weights)).sum(dim=-1)
+""", visible="NaN"),
+        Wrong("sign dropped", """
+def attention_entropy(weights):
+    safe = torch.where(weights > 0, weights, torch.ones_like(weights))
+    return (weights * torch.log(safe)).sum(dim=-1)
+""", visible="negative"),
+        Wrong("bits instead of nats", """
+def attention_entropy(weights):
+    safe = torch.where(weights > 0, weights, torch.ones_like(weights))
+    return -(weights * torch.log2(safe)).sum(dim=-1)
+""", visible="natural logarithm"),
+        Wrong("summed over the queries", """
+def attention_entropy(weights):
+    safe = torch.where(weights > 0, weights, torch.ones_like(weights))
+    return -(weights * torch.log(safe)).sum(dim=-2)
+""", visible="entropies"),
+    ],
+    "ex10_4": [
+        Wrong("the previous-token block", """
+def next_token_block(gamma):
+    return gamma * shift_matrix(-1, 12).T
+""", visible="previous token"),
+        Wrong("shift matrix not transposed (rows are not columns)", """
+def next_token_block(gamma):
+    return gamma * shift_matrix(1, 12)
+""", visible="previous token"),
+        Wrong("the identity: attends to itself", """
+def next_token_block(gamma):
+    return gamma * torch.eye(12, dtype=torch.float64)
+""", visible="itself"),
+        Wrong("gamma ignored", """
+def next_token_block(gamma):
+    return shift_matrix(1, 12).T
+""", visible="scale with gamma"),
+    ],
+    "ex10_5": [
+        Wrong("the colleague's code unchanged", """
+def retemper(weights, tau):
+    return retemper_given(weights, tau)
+""", visible="do not sum to 1"),
+        Wrong("right axis, but 0 / 0 for a fully masked row", """
+def retemper(weights, tau):
+    powered = weights ** (1 / tau)
+    return powered / powered.sum(dim=-1, keepdim=True)
+""", visible="NaN"),
+        Wrong("softmax of the weights divided by tau", """
+def retemper(weights, tau):
+    return torch.softmax(weights / tau, dim=-1)
+""", visible="unchanged"),
+        Wrong("powers without renormalising", """
+def retemper(weights, tau):
+    return weights ** (1 / tau)
+""", visible="do not sum to 1"),
+    ],
+}
+
+
+def test_wrong_answers_are_caught():
+    check_wrong_answers("10", WRONG)

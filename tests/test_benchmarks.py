@@ -1,0 +1,51 @@
+"""Benchmarks are safe to run (issue 19.4): an unrecorded run changes no tracked file."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+
+import pytest
+from course_paths import ROOT
+
+from benchmarks import report, run
+
+TRACKED = ["performance.md", "benchmarks/results", "benchmarks/figures"]
+
+
+def _fingerprint() -> dict[str, str]:
+    files = [p for name in TRACKED for p in sorted((ROOT / name).rglob("*") if (ROOT / name).is_dir() else [ROOT / name])
+             if p.is_file()]
+    return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def test_a_run_without_record_writes_only_to_its_own_folder(tmp_path, capsys):
+    before = _fingerprint()
+    assert run.main(["--quick", "--only", "tiled", "--out", str(tmp_path)]) == 0
+    assert _fingerprint() == before, "an unrecorded run changed a tracked file"
+    assert (tmp_path / "results" / "tiled.json").exists()
+    page = (tmp_path / "performance.md").read_text()
+    assert "Forward time of the tiled attention" in page
+    assert "not recorded" in capsys.readouterr().out
+
+
+def test_the_default_output_folder_is_git_ignored():
+    probe = run.OUT / "results" / "x.json"
+    result = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=ROOT)
+    assert result.returncode == 0, f"{run.OUT} is not git-ignored"
+
+
+def test_quick_runs_cannot_be_recorded_and_steps_are_checked():
+    with pytest.raises(SystemExit):
+        run.main(["--quick", "--record"])
+    with pytest.raises(SystemExit):
+        run.main(["--only", "attention,nonsense"])
+
+
+def test_a_page_elsewhere_links_its_own_figures(tmp_path):
+    """The recorded results rendered into another folder link figures relative to that page."""
+    page = report.write(figures=tmp_path / "figs", page=tmp_path / "page" / "performance.md")
+    text = page.read_text()
+    if "attention_ratios.png" in text:
+        assert "](../figs/attention_ratios.png)" in text and (tmp_path / "figs" / "attention_ratios.png").exists()
+    assert report.render() == (ROOT / "performance.md").read_text(), "rendering alone changes nothing"

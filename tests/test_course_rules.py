@@ -1,0 +1,91 @@
+"""Rules every chapter keeps (DESIGN.md, "Evidence" and "Exercises"), checked on the notebooks' source.
+
+Each rule is one that an earlier version broke: a notebook timed with perf_counter (on CUDA that times
+kernel launches), a hard-coded tolerance that failed on cuDNN, an unsalted digest that a loop over
+"abcd" could read, three copies of multi-head attention.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+
+import nbformat
+import pytest
+from course_paths import CHAPTERS, ROOT, SOLUTIONS
+
+NOTEBOOKS = SOLUTIONS + CHAPTERS
+
+
+def _code_cells(path):
+    nb = nbformat.read(path, as_version=4)
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_notebooks_time_only_through_utils_timing(path):
+    for cell in _code_cells(path):
+        found = re.search(r"\btime\.(perf_counter|perf_counter_ns|time|monotonic|process_time)\s*\(", cell.source)
+        assert not found, f"{path.name}: {found.group(0)}...) -- time with utils.timing (it synchronises devices)"
+
+
+SCIENTIFIC = r"\d+(?:\.\d+)?e-\d+"
+LITERAL_TOLERANCE = re.compile(
+    rf"\b(?:allclose|isclose|assert_close)\s*\(.*\b(?:atol|rtol|rel_tol|abs_tol)\s*=\s*{SCIENTIFIC}"  # allclose(.., atol=1e-6)
+    rf"|^\s*assert\b.*\b\w*err\w*\b[^<]*<\s*{SCIENTIFIC}"  # assert error < 1e-6
+)
+EXEMPT = "# not vs PyTorch"  # e.g. a float64 identity checked to 1e-12: say why on the line
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_no_literal_tolerance_in_comparisons(path):
+    """A tolerance against a reference comes from utils.tolerances (per device and dtype), never a literal.
+
+    A comparison that is not against PyTorch (an exact identity in float64, say) may keep a literal when its
+    line says so with the comment "# not vs PyTorch: <why>".
+    """
+    offenders = [line.strip() for cell in _code_cells(path) for line in cell.source.splitlines()
+                 if LITERAL_TOLERANCE.search(line.split("#", 1)[0]) and EXEMPT not in line]
+    assert not offenders, f"{path.name}: literal tolerances (use utils.tolerances.assert_close): {offenders}"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_digests_are_salted_per_exercise(path):
+    for cell in _code_cells(path):
+        for call in re.findall(r"check\.(?:number|choice)_digest\((?:[^()]|\([^()]*\))*\)", cell.source):
+            assert "salt=" in call, f"{path.name}: an unsalted digest check: {call[:120]}"
+
+
+def _top_level_names(module_path):
+    tree = ast.parse(module_path.read_text())
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and not n.name.startswith("_")]
+
+
+def test_each_concept_is_implemented_once_in_the_library():
+    """No public class or function name is defined in two modules of utils/ (one implementation per concept)."""
+    where = defaultdict(list)
+    for module in sorted((ROOT / "utils").rglob("*.py")):
+        for name in _top_level_names(module):
+            where[name].append(str(module.relative_to(ROOT)))
+    twice = {name: places for name, places in where.items() if len(places) > 1}
+    assert not twice, f"defined more than once: {twice}"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_each_chapter_has_at_least_six_exercises_of_several_kinds(path):
+    nb = nbformat.read(path, as_version=4)
+    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    exercises = {i for i in ids if i and re.fullmatch(r"ex\d\d_\d+", i)}
+    assert len(exercises) >= 6, f"{path.name}: {len(exercises)} exercises, need at least 6"
+    manual = [c for c in nb.cells if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")]
+    checked = [i for i in ids if i and i.endswith("_check")]
+    assert checked and len(checked) < len(exercises) + len(manual) + 1, path.name
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_each_chapter_ends_with_its_sources(path):
+    nb = nbformat.read(path, as_version=4)
+    headings = [line for c in nb.cells if c.cell_type == "markdown" for line in c.source.splitlines()
+                if line.startswith("#")]
+    assert any("Sources" in h for h in headings), f"{path.name}: no 'Sources and further reading' section"
