@@ -197,3 +197,51 @@ def test_property_suite_covers_cuda_when_present():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device here: the properties ran on the CPU only")
     assert "cuda" in DEVICES
+
+
+@PROFILE
+@given(seed=st.integers(0, 10_000), width=st.integers(2, 64), scale=st.sampled_from([1.0, 300.0, 3000.0]),
+       dtype=st.sampled_from([torch.float16, torch.bfloat16]))
+def test_half_precision_norms_match_torch_even_for_large_inputs(seed, width, scale, dtype):
+    """Half-precision inputs are normalised with float32 accumulation, as PyTorch does (|x| ~ 300 used to give 0)."""
+    x = (_randn(3, width, seed=seed) * scale).to(dtype)
+    for ours, ref in [(LayerNorm(width), nn.LayerNorm(width)), (RMSNorm(width), nn.RMSNorm(width))]:
+        got, expected = ours.to(dtype)(x), ref.to(dtype)(x)
+        assert got.dtype == dtype
+        assert_close(got, expected, what=f"{type(ours).__name__} in {dtype}")
+
+
+@PROFILE
+@given(s=shapes, dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_fully_masked_rows_and_empty_keys_behave_like_sdpa(s, dtype):
+    """A query with no allowed key gets zeros (SDPA's behaviour in this torch), and so does attention over T_k = 0."""
+    q = _randn(s["B"], s["H"], s["T_q"], s["d"], seed=s["seed"], dtype=dtype)
+    k = _randn(s["B"], s["H"], s["T_k"], s["d"], seed=s["seed"] + 1, dtype=dtype)
+    v = _randn(s["B"], s["H"], s["T_k"], s["d_v"], seed=s["seed"] + 2, dtype=dtype)
+    mask = _mask_with_an_allowed_key_per_row((s["B"], 1, s["T_q"], s["T_k"]), s["seed"], "cpu")
+    mask[..., 0, :] = False  # the first query may attend to nothing
+    ours, _ = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), what="fully masked row")
+    empty_k, empty_v = k[..., :0, :], v[..., :0, :]
+    ours_empty, _ = scaled_dot_product_attention(q, empty_k, empty_v)
+    assert_close(ours_empty, F.scaled_dot_product_attention(q, empty_k, empty_v), what="T_k = 0")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), G=st.integers(1, 2), N_q=st.integers(1, 40), N_k=st.integers(1, 40),
+       d=st.sampled_from([1, 8, 16, 24]), causal=st.booleans())
+def test_fused_triton_attention_equals_sdpa_with_gradients(seed, G, N_q, N_k, d, causal):
+    """Chapter 11's kernels (Triton's interpreter on the CPU, compiled on CUDA), ragged sizes included."""
+    flash = pytest.importorskip("utils.flash_attention")
+    if not flash.TRITON_AVAILABLE:
+        pytest.skip("Triton is not installed (requirements.txt installs it on Linux x86_64)")
+    if causal and N_q > N_k:
+        return
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tensors = [_randn(G, n, d, seed=seed + i, device=device).requires_grad_() for i, n in enumerate([N_q, N_k, N_k])]
+    got = flash.flash_attention(*tensors, is_causal=causal)
+    expected = F.scaled_dot_product_attention(*tensors, is_causal=causal)
+    assert_close(got, expected, what="fused attention", kernel="fused")
+    upstream = _randn(*got.shape, seed=seed + 9, device=device)
+    for name, a, b in zip("qkv", torch.autograd.grad(got, tensors, upstream), torch.autograd.grad(expected, tensors, upstream)):
+        assert_close(a, b, what=f"fused d{name}", kernel="fused")

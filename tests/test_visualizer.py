@@ -10,13 +10,13 @@ import torch.nn.functional as F
 from utils.positional import shift_matrix, sinusoidal_encoding
 from utils.tolerances import assert_close
 from utils.visualizer import (
+    _POS,
     D_MODEL,
     HEAD_NAMES,
     MAX_TOKENS,
     N_BUCKETS,
     POSITION_DIM,
     VOCABULARY,
-    _POS,
     attention_for_tokens,
     attention_map,
     category,

@@ -439,8 +439,10 @@ def tiled_vs_sdpa(seed: int, device: torch.device | str = "cpu") -> dict[str, fl
         )
         results = []
         for fn in (
-            lambda a, b_, c: tiled_attention(a, b_, c, is_causal=is_causal, block_q=block_q, block_k=block_k),
-            lambda a, b_, c: F.scaled_dot_product_attention(a, b_, c, is_causal=is_causal),
+            lambda a, b_, c, causal=is_causal, bq=block_q, bk=block_k: tiled_attention(
+                a, b_, c, is_causal=causal, block_q=bq, block_k=bk
+            ),
+            lambda a, b_, c, causal=is_causal: F.scaled_dot_product_attention(a, b_, c, is_causal=causal),
         ):
             leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
             out = fn(*leaves)

@@ -11,20 +11,40 @@ import torch.nn.functional as F
 from utils.attention import scaled_dot_product_attention
 
 
+def _check_count(name: str, value: object) -> None:
+    """Raise unless ``value`` is a positive int (a bool is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+
+
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """Cut the last axis into ``num_heads`` heads: (B, T, d_model) -> (B, h, T, d_model / h)."""
-    batch, length, d_model = x.shape
+    """Cut the last axis into ``num_heads`` heads: (..., T, d_model) -> (..., h, T, d_model / h).
+
+    Usually (B, T, d_model) -> (B, h, T, d_k). Head i gets columns i*d_k .. (i+1)*d_k - 1.
+    """
+    _check_count("num_heads", num_heads)
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"split_heads: x must be a tensor of shape (..., T, d_model), got {got}")
+    *batch, length, d_model = x.shape
     if d_model % num_heads:
-        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-    x = x.view(batch, length, num_heads, d_model // num_heads)  # (B, T, h, d_k)
-    return x.transpose(1, 2)  # (B, h, T, d_k)
+        raise ValueError(
+            f"split_heads: the last axis of x (d_model={d_model}) must be divisible by num_heads={num_heads}"
+        )
+    x = x.reshape(*batch, length, num_heads, d_model // num_heads)  # (..., T, h, d_k): a view, no copy
+    return x.transpose(-3, -2)  # (..., h, T, d_k)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """Concatenate the heads again: (B, h, T, d_k) -> (B, T, h * d_k)."""
-    batch, num_heads, length, d_k = x.shape
-    x = x.transpose(1, 2)  # (B, T, h, d_k), no longer contiguous
-    return x.reshape(batch, length, num_heads * d_k)  # (B, T, d_model)
+    """Concatenate the heads again: (..., h, T, d_k) -> (..., T, h * d_k). Undoes :func:`split_heads`."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 3:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"merge_heads: x must be a tensor of shape (..., h, T, d_k), got {got}")
+    *batch, num_heads, length, d_k = x.shape
+    x = x.transpose(-3, -2)  # (..., T, h, d_k), no longer contiguous
+    return x.reshape(*batch, length, num_heads * d_k)  # (..., T, d_model): copies
 
 
 def masks_from_torch(
@@ -38,16 +58,30 @@ def masks_from_torch(
     mean True = IGNORE. The result means True = MAY ATTEND (boolean), or is an additive float mask
     (when ``attn_mask`` is a float mask); it broadcasts to (B, h, T_q, T_k).
     """
+    _check_count("num_heads", num_heads)
     if key_padding_mask is None and attn_mask is None:
         return None
     allowed, additive = None, None
     if key_padding_mask is not None:
-        if key_padding_mask.dtype != torch.bool:
-            raise TypeError("key_padding_mask must be boolean (True = padding)")
+        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
+            got = key_padding_mask.dtype if isinstance(key_padding_mask, torch.Tensor) else type(key_padding_mask).__name__
+            raise TypeError(f"key_padding_mask must be a boolean tensor (True = padding), got {got}")
+        if key_padding_mask.dim() != 2:
+            raise ValueError(f"key_padding_mask must have shape (B, T_k), got {tuple(key_padding_mask.shape)}")
         allowed = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, T_k)
     if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor) or not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
+            got = attn_mask.dtype if isinstance(attn_mask, torch.Tensor) else type(attn_mask).__name__
+            raise TypeError(f"attn_mask must be a boolean (True = ignore) or float (additive) tensor, got {got}")
         if attn_mask.dim() == 3:  # (B*h, T_q, T_k) -> (B, h, T_q, T_k)
+            if attn_mask.size(0) % num_heads:
+                raise ValueError(
+                    f"a 3-D attn_mask must have shape (B*num_heads, T_q, T_k); its first axis {attn_mask.size(0)} "
+                    f"is not a multiple of num_heads={num_heads}"
+                )
             attn_mask = attn_mask.view(-1, num_heads, *attn_mask.shape[-2:])
+        elif attn_mask.dim() != 2:
+            raise ValueError(f"attn_mask must have shape (T_q, T_k) or (B*h, T_q, T_k), got {tuple(attn_mask.shape)}")
         if attn_mask.dtype == torch.bool:
             allowed = ~attn_mask if allowed is None else allowed & ~attn_mask
         else:
@@ -59,13 +93,29 @@ def masks_from_torch(
     return additive.masked_fill(~allowed, float("-inf"))  # both: one float mask
 
 
+def _describe(x: object) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)}, dtype {x.dtype}, on {x.device}"
+    return type(x).__name__
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: project, split into heads, attend per head, concatenate, project.
 
-    ``mask`` follows SDPA's convention: boolean True = may attend, or a float mask added to the
-    scores; it must broadcast to (B, h, T_q, T_k). Inputs are (B, T, d_model), or (T, B, d_model)
-    when ``batch_first=False``. Returns ``(output, weights)``; ``weights`` is None unless
-    ``need_weights``, (B, T_q, T_k) when averaged over heads, else (B, h, T_q, T_k).
+    Inputs are (B, T, d_model), or (T, B, d_model) when ``batch_first=False``, or unbatched (T, d_model).
+    ``mask`` follows SDPA's convention: boolean True = may attend, or a float mask (the query's dtype)
+    added to the scores; it must broadcast to (B, h, T_q, T_k). ``key_padding_mask`` (B, T_k) follows
+    ``nn.MultiheadAttention``'s: True = this key is padding. ``is_causal`` lets query i see keys j <= i
+    (aligned at the top-left corner, like SDPA). Returns ``(output, weights)``:
+
+    * ``need_weights=True`` (the teaching path): chapter 3's attention builds the (B, h, T_q, T_k) weights
+      and returns them, averaged over heads (B, T_q, T_k) unless ``average_weights=False``. In training
+      mode dropout is applied to the weights used for the output, not to the weights returned.
+    * ``need_weights=False`` (the fused path): ``F.scaled_dot_product_attention``, which never stores the
+      weights; ``weights`` is None.
+
+    A query that may attend to no key gets a zero attention output on both paths (``nn.MultiheadAttention``
+    returns NaN there).
     """
 
     def __init__(
@@ -78,10 +128,19 @@ class MultiHeadAttention(nn.Module):
         fused_qkv: bool = False,
     ) -> None:
         super().__init__()
+        _check_count("d_model", d_model)
+        _check_count("num_heads", num_heads)
         if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+            raise ValueError(
+                f"d_model={d_model} must be divisible by num_heads={num_heads} (each head gets d_model / num_heads features)"
+            )
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        for name, flag in (("bias", bias), ("batch_first", batch_first), ("fused_qkv", fused_qkv)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
-        self.dropout, self.batch_first, self.fused_qkv = dropout, batch_first, fused_qkv
+        self.dropout, self.batch_first, self.fused_qkv = float(dropout), batch_first, fused_qkv
         if fused_qkv:
             self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W_Q | W_K | W_V]
         else:
@@ -89,6 +148,12 @@ class MultiHeadAttention(nn.Module):
             self.k_proj = nn.Linear(d_model, d_model, bias=bias)
             self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, num_heads={self.num_heads}, dropout={self.dropout}, "
+            f"batch_first={self.batch_first}, fused_qkv={self.fused_qkv}"
+        )
 
     def project_qkv(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
@@ -102,6 +167,82 @@ class MultiHeadAttention(nn.Module):
         biases = self.qkv_proj.bias.chunk(3) if self.qkv_proj.bias is not None else (None, None, None)
         return tuple(F.linear(t, w, b) for t, w, b in zip((query, key, value), weights, biases))
 
+    def _check_inputs(self, query: object, key: object, value: object) -> bool:
+        """Validate the three inputs; return True when they are unbatched (T, d_model)."""
+        parameter = self.out_proj.weight
+        named = (("query", query),) if query is key and key is value else (("query", query), ("key", key), ("value", value))
+        for name, t in named:
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            if t.dim() not in (2, 3) or t.size(-1) != self.d_model:
+                layout = "(B, T, d_model)" if self.batch_first else "(T, B, d_model)"
+                raise ValueError(
+                    f"{name} must have shape {layout} or unbatched (T, d_model) with d_model={self.d_model}, "
+                    f"got {tuple(t.shape)}"
+                )
+            if t.dim() != query.dim():
+                raise ValueError(f"query and {name} must both be batched or both unbatched, got {query.dim()}-D and {t.dim()}-D")
+            if t.dtype != parameter.dtype or t.device != parameter.device:
+                raise TypeError(
+                    f"{name} is {t.dtype} on {t.device} but the module's parameters are {parameter.dtype} on "
+                    f"{parameter.device}; move one of them with .to(...)"
+                )
+        if len(named) == 3:
+            batch_axis = 0 if self.batch_first else 1
+            if query.dim() == 3 and not (query.size(batch_axis) == key.size(batch_axis) == value.size(batch_axis)):
+                raise ValueError(
+                    f"query, key and value must have the same batch size, got shapes {tuple(query.shape)}, "
+                    f"{tuple(key.shape)}, {tuple(value.shape)} (batch_first={self.batch_first})"
+                )
+            seq_axis = -2 if query.dim() == 2 else 1 - batch_axis
+            if key.size(seq_axis) != value.size(seq_axis):
+                raise ValueError(f"key and value must have the same length, got {key.size(seq_axis)} and {value.size(seq_axis)}")
+        return query.dim() == 2
+
+    def _combine_masks(
+        self,
+        mask: torch.Tensor | None,
+        key_padding_mask: torch.Tensor | None,
+        query: torch.Tensor,
+        t_k: int,
+        unbatched: bool,
+    ) -> torch.Tensor | None:
+        """Validate ``mask`` and ``key_padding_mask``; return one SDPA-style mask (or None)."""
+        batch, t_q = query.size(0), query.size(1)
+        full = (batch, self.num_heads, t_q, t_k)
+        if mask is not None:
+            if not isinstance(mask, torch.Tensor):
+                raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+            if mask.dtype != torch.bool and not mask.is_floating_point():
+                raise TypeError(
+                    f"mask must be boolean (True = may attend) or a float mask added to the scores, got {mask.dtype}; "
+                    "for a 0/1 mask use mask.bool()"
+                )
+            if mask.is_floating_point() and mask.dtype != query.dtype:
+                raise TypeError(f"a float mask must have the query's dtype {query.dtype}, got {mask.dtype}")
+            if mask.device != query.device:
+                raise ValueError(f"mask is on {mask.device} but the query is on {query.device}")
+            fits = mask.dim() <= 4 and all(m in (1, f) for m, f in zip(reversed(mask.shape), reversed(full)))
+            if not fits:
+                shown = full[1:] if unbatched else full
+                raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to (B, h, T_q, T_k) = {shown}")
+        if key_padding_mask is None:
+            return mask
+        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
+            raise TypeError(f"key_padding_mask must be a boolean tensor (True = padding), got {_describe(key_padding_mask)}")
+        expected = (t_k,) if unbatched else (batch, t_k)
+        if tuple(key_padding_mask.shape) != expected or key_padding_mask.device != query.device:
+            raise ValueError(
+                f"key_padding_mask must have shape {'(T_k,)' if unbatched else '(B, T_k)'} = {expected} on {query.device}, "
+                f"got {_describe(key_padding_mask)}"
+            )
+        allowed = ~key_padding_mask.reshape(batch, 1, 1, t_k)  # (B, 1, 1, T_k)
+        if mask is None:
+            return allowed
+        if mask.dtype == torch.bool:
+            return mask & allowed
+        return mask.masked_fill(~allowed, float("-inf"))
+
     def forward(
         self,
         query: torch.Tensor,
@@ -111,42 +252,66 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         need_weights: bool = True,
         average_weights: bool = True,
+        key_padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         key = query if key is None else key
         value = key if value is None else value
+        if not isinstance(is_causal, bool) or not isinstance(need_weights, bool) or not isinstance(average_weights, bool):
+            raise TypeError("is_causal, need_weights and average_weights must be True or False")
         self_attention = query is key and key is value
-        if not self.batch_first:
-            query = query.transpose(0, 1)  # (B, T_q, d_model)
-            key = query if self_attention else key.transpose(0, 1)  # (B, T_k, d_model)
-            value = query if self_attention else value.transpose(0, 1)  # (B, T_k, d_model)
+        unbatched = self._check_inputs(query, key, value)
+        if unbatched:  # (T, d_model) -> (1, T, d_model)
+            query = query.unsqueeze(0)
+            key = query if self_attention else key.unsqueeze(0)
+            value = query if self_attention else value.unsqueeze(0)
+        elif not self.batch_first:  # (T, B, d_model) -> (B, T, d_model)
+            query = query.transpose(0, 1)
+            key = query if self_attention else key.transpose(0, 1)
+            value = query if self_attention else value.transpose(0, 1)
+        mask = self._combine_masks(mask, key_padding_mask, query, key.size(1), unbatched)
+
         q, k, v = self.project_qkv(query, key, value)  # (B, T, d_model) each
         q = split_heads(q, self.num_heads)  # (B, h, T_q, d_k)
         k = split_heads(k, self.num_heads)  # (B, h, T_k, d_k)
         v = split_heads(v, self.num_heads)  # (B, h, T_k, d_k)
         p_drop = self.dropout if self.training else 0.0
-        if is_causal and mask is not None:  # F.scaled_dot_product_attention takes one or the other
-            causal = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()  # (T_q, T_k)
-            mask = mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, float("-inf"))
-            is_causal = False
-        if need_weights:
+        if need_weights:  # the teaching path: build the weights and return them
             out, weights = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
             if p_drop > 0:
                 out = F.dropout(weights, p_drop) @ v  # (B, h, T_q, d_k)
             if average_weights:
                 weights = weights.mean(dim=1)  # (B, T_q, T_k)
-        else:
+        else:  # the fused path: PyTorch's kernel never stores the (T_q, T_k) weights
+            if is_causal and mask is not None:  # SDPA takes one or the other: fold the causal mask in
+                causal = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()  # (T_q, T_k)
+                mask = mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, float("-inf"))
+                is_causal = False
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop, is_causal=is_causal)
+            if mask is not None and out.device.type != "cpu":  # PyTorch's CPU kernel already returns 0 there
+                # A query that may attend to nothing gets zeros, as on the teaching path, whatever the kernel.
+                dead = ~mask.any(-1, keepdim=True) if mask.dtype == torch.bool else torch.isneginf(mask).all(-1, keepdim=True)
+                out = out.masked_fill(dead, 0.0)  # (B, h, T_q, d_k)
             weights = None
         out = self.out_proj(merge_heads(out))  # (B, T_q, d_model)
-        if not self.batch_first:
+        if unbatched:
+            out = out.squeeze(0)  # (T_q, d_model)
+            weights = None if weights is None else weights.squeeze(0)
+        elif not self.batch_first:
             out = out.transpose(0, 1)  # (T_q, B, d_model)
         return out, weights
 
     @classmethod
     def from_torch(cls, mha: nn.MultiheadAttention, fused_qkv: bool = False) -> "MultiHeadAttention":
-        """A copy of an ``nn.MultiheadAttention``'s weights (same device and dtype)."""
-        if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("only the standard configuration (kdim = vdim = embed_dim) is supported")
+        """A copy of an ``nn.MultiheadAttention``'s weights (same device, dtype, layout and train/eval mode)."""
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"from_torch needs an nn.MultiheadAttention, got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim:
+            raise ValueError(
+                f"from_torch supports kdim = vdim = embed_dim only, got kdim={mha.kdim}, vdim={mha.vdim}, "
+                f"embed_dim={mha.embed_dim}"
+            )
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("from_torch does not support add_bias_kv=True or add_zero_attn=True")
         has_bias = mha.in_proj_bias is not None
         ours = cls(mha.embed_dim, mha.num_heads, mha.dropout, has_bias, mha.batch_first, fused_qkv)
         ours = ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
@@ -163,7 +328,10 @@ class MultiHeadAttention(nn.Module):
             ours.out_proj.weight.copy_(mha.out_proj.weight)
             if has_bias:
                 ours.out_proj.bias.copy_(mha.out_proj.bias)
-        return ours
+        return ours.train(mha.training)
+
+
+SOLVED = 0.95  # both read-outs at least this accurate = the task is solved
 
 
 def pairs_task_batch(
@@ -175,12 +343,16 @@ def pairs_task_batch(
 ) -> dict[str, torch.Tensor]:
     """A batch of the 'previous token + tag of the matching token' task (chapter 4).
 
-    Each sequence has T = 2 * vocab positions; every token occurs exactly twice. Returns tokens,
-    tags (n, T); ``prev`` (n, T), the previous token (-100 at position 0: nothing to predict);
-    ``match`` (n, T), the position of the other occurrence; ``match_tag`` (n, T), its tag.
+    Each sequence has T = 2 * vocab positions; every token occurs exactly twice, in random places.
+    Returns ``tokens``, ``tags`` (n, T); ``prev`` (n, T), the previous token (-100 at position 0: nothing
+    to predict); ``match`` (n, T), the position of the other occurrence; ``match_tag`` (n, T), its tag.
     """
+    for name, value in (("n", n), ("vocab", vocab), ("tags", tags)):
+        _check_count(name, value)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     length = 2 * vocab
-    tokens = torch.stack([torch.randperm(length, generator=generator) % vocab for _ in range(n)])  # (n, T)
+    tokens = torch.rand(n, length, generator=generator).argsort(dim=-1) % vocab  # (n, T): each token twice
     tag = torch.randint(tags, (n, length), generator=generator)  # (n, T)
     prev = torch.cat([torch.full((n, 1), -100), tokens[:, :-1]], dim=1)  # (n, T)
     same = (tokens[:, :, None] == tokens[:, None, :]) & ~torch.eye(length, dtype=torch.bool)  # (n, T, T)
@@ -193,13 +365,14 @@ class PairsModel(nn.Module):
     """Embeddings, ``num_layers`` residual multi-head self-attention layers, two linear read-outs.
 
     A position may not attend to itself. ``forward`` returns (prev_logits, tag_logits, weights), with
-    one (B, h, T, T) weight tensor per layer in ``weights``.
+    one (B, h, T, T) weight tensor per layer in ``weights`` (None for each layer if not ``need_weights``).
     """
 
     def __init__(
         self, vocab: int = 8, tags: int = 4, d_model: int = 32, num_heads: int = 2, num_layers: int = 1
     ) -> None:
         super().__init__()
+        _check_count("num_layers", num_layers)
         self.length = 2 * vocab
         self.token_embedding = nn.Embedding(vocab, d_model)
         self.tag_embedding = nn.Embedding(tags, d_model)
@@ -209,33 +382,117 @@ class PairsModel(nn.Module):
         self.read_tag = nn.Linear(d_model, tags)
 
     def forward(
-        self, tokens: torch.Tensor, tags: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        self, tokens: torch.Tensor, tags: torch.Tensor, need_weights: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor | None]]:
         positions = torch.arange(tokens.size(1), device=tokens.device)
         hidden = self.token_embedding(tokens) + self.tag_embedding(tags) + self.position_embedding(positions)
         not_self = ~torch.eye(tokens.size(1), dtype=torch.bool, device=tokens.device)  # (T, T)
         all_weights = []
         for layer in self.layers:
-            update, weights = layer(hidden, mask=not_self, average_weights=False)  # weights (B, h, T, T)
-            hidden = hidden + update
+            update, weights = layer(hidden, mask=not_self, need_weights=need_weights, average_weights=False)
+            hidden = hidden + update  # weights: (B, h, T, T) or None
             all_weights.append(weights)
         return self.read_prev(hidden), self.read_tag(hidden), all_weights
 
 
+def pairs_report(model: PairsModel, batch: dict[str, torch.Tensor], layer: int = 0) -> dict[str, object]:
+    """Plain numbers: both read-outs' accuracies and, per head of ``layer``, the mean attention weight on
+    the previous position (``on_prev``), on the matching position (``on_match``), and on each of the other
+    keys (``on_other``; rows where the previous and the matching position differ)."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        prev_logits, tag_logits, all_weights = model(batch["tokens"], batch["tags"])
+    model.train(was_training)
+    weights = all_weights[layer]  # (B, h, T, T)
+    length = weights.size(-1)
+    rows = torch.arange(1, length, device=weights.device)  # queries that have a previous position
+    w_prev = weights[:, :, rows, rows - 1]  # (B, h, T-1)
+    match = batch["match"][:, None, :, None].expand(-1, weights.size(1), -1, 1)  # (B, h, T, 1)
+    w_match = weights.gather(3, match).squeeze(-1)  # (B, h, T)
+    distinct = (batch["match"][:, 1:] != rows - 1)[:, None, :]  # (B, 1, T-1)
+    rest = (1 - w_prev - w_match[:, :, 1:]) / (length - 3)  # (B, h, T-1): self, prev, match excluded
+    on_other = (rest * distinct).sum(dim=(0, 2)) / (distinct.sum() * 1.0)  # (h,)
+    prev_acc = (prev_logits.argmax(-1) == batch["prev"])[:, 1:].float().mean()
+    tag_acc = (tag_logits.argmax(-1) == batch["match_tag"]).float().mean()
+    return dict(
+        prev_acc=prev_acc.item(),
+        tag_acc=tag_acc.item(),
+        on_prev=w_prev.mean(dim=(0, 2)).tolist(),
+        on_match=w_match.mean(dim=(0, 2)).tolist(),
+        on_other=on_other.tolist(),
+    )
+
+
 def train_pairs_model(
-    num_heads: int, num_layers: int = 1, steps: int = 400, seed: int = 0, device: torch.device | str = "cpu"
+    num_heads: int,
+    num_layers: int = 1,
+    steps: int = 400,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+    lr: float = 3e-3,
+    batch_size: int = 64,
+    until_solved: bool = False,
+    check_every: int = 100,
+    history: list | None = None,
 ) -> PairsModel:
-    """Train a PairsModel with Adam on fresh random batches; returns it in eval mode."""
+    """Train a PairsModel with Adam on fresh random batches; returns it in eval mode.
+
+    Every ``check_every`` steps (when ``until_solved`` or a ``history`` list is given) both accuracies are
+    measured on 512 fixed test sequences and ``(step, prev_acc, tag_acc)`` is appended to ``history``;
+    with ``until_solved`` training stops as soon as both reach ``SOLVED`` (at most ``steps`` steps).
+    """
+    for name, value in (("steps", steps), ("batch_size", batch_size), ("check_every", check_every)):
+        _check_count(name, value)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
+    test = pairs_task_batch(512, torch.Generator().manual_seed(123), device=device)
     model = PairsModel(num_heads=num_heads, num_layers=num_layers).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(steps):
-        batch = pairs_task_batch(64, generator, device=device)
-        prev_logits, tag_logits, _ = model(batch["tokens"], batch["tags"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for step in range(1, steps + 1):
+        batch = pairs_task_batch(batch_size, generator, device=device)
+        prev_logits, tag_logits, _ = model(batch["tokens"], batch["tags"], need_weights=False)  # fused path
         loss = F.cross_entropy(prev_logits.flatten(0, 1), batch["prev"].flatten(), ignore_index=-100)
         loss = loss + F.cross_entropy(tag_logits.flatten(0, 1), batch["match_tag"].flatten())
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if (until_solved or history is not None) and step % check_every == 0:
+            report = pairs_report(model, test)
+            if history is not None:
+                history.append((step, report["prev_acc"], report["tag_acc"]))
+            if until_solved and min(report["prev_acc"], report["tag_acc"]) >= SOLVED:
+                break
     return model.eval()
+
+
+def head_split_experiment(
+    seed: int, max_steps: int = 3000, check_every: int = 100, device: torch.device | str = "cpu",
+    return_models: bool = False,
+) -> dict[str, object]:
+    """Chapter 4's claim, for one seed: one head vs two heads on the pairs task at equal budgets.
+
+    Trains both (same data, same optimiser) until both accuracies reach ``SOLVED``, checking every
+    ``check_every`` steps, at most ``max_steps``. Returns plain numbers: ``steps`` {1: n, 2: n} (None if
+    not solved), ``curves`` {h: [(step, prev_acc, tag_acc), ...]}, ``one_head_at_two_head_steps`` (its
+    (prev_acc, tag_acc) after as many steps as two heads needed), and ``report`` {h: pairs_report at the
+    end}. With ``return_models``, also ``models`` {h: PairsModel}.
+    """
+    test = pairs_task_batch(512, torch.Generator().manual_seed(123), device=device)
+    result: dict[str, object] = {"steps": {}, "curves": {}, "report": {}, "models": {}}
+    for heads in (2, 1):
+        history: list = []
+        model = train_pairs_model(
+            heads, steps=max_steps, seed=seed, device=device, until_solved=True, check_every=check_every, history=history
+        )
+        solved = history and min(history[-1][1:]) >= SOLVED
+        result["steps"][heads] = history[-1][0] if solved else None
+        result["curves"][heads] = history
+        result["report"][heads] = pairs_report(model, test)
+        result["models"][heads] = model
+    budget = result["steps"][2] if result["steps"][2] is not None else max_steps
+    at_budget = [row for row in result["curves"][1] if row[0] <= budget]
+    result["one_head_at_two_head_steps"] = at_budget[-1][1:] if at_budget else (float("nan"), float("nan"))
+    if not return_models:
+        del result["models"]
+    return result

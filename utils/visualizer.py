@@ -13,7 +13,7 @@ import torch
 
 from utils.attention import scaled_dot_product_attention
 from utils.multihead import split_heads
-from utils.positional import shift_matrix, sinusoidal_encoding, sinusoidal_frequencies
+from utils.positional import shift_matrix, sinusoidal_encoding
 
 CATEGORIES: tuple[str, ...] = (
     "determiner", "animate", "object", "verb", "adjective", "pronoun",

@@ -1,6 +1,6 @@
 """Chapter 08: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+from wrong_answer_driver import Wrong, check_wrong_answers
 
 WRONG = {
     "ex08_1": [

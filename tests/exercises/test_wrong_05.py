@@ -1,0 +1,124 @@
+"""Chapter 05: typical wrong answers are caught by the hidden tests and named by the visible checks."""
+
+from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+
+WRONG = {
+    "ex05_1": [
+        Wrong("pairs interleaved (the layout of section 2)", """
+def sinusoidal_halves(positions, d_model, base=10000.0):
+    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angles = positions.to(torch.float64)[:, None] * omega
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(-2).to(torch.float32)
+""", visible="interleaved"),
+        Wrong("sines and cosines swapped", """
+def sinusoidal_halves(positions, d_model, base=10000.0):
+    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angles = positions.to(torch.float64)[:, None] * omega
+    return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1).to(torch.float32)
+""", visible="swapped"),
+        Wrong("exponent i / d_model instead of 2i / d_model", """
+def sinusoidal_halves(positions, d_model, base=10000.0):
+    omega = base ** (-torch.arange(d_model // 2, dtype=torch.float64) / d_model)
+    angles = positions.to(torch.float64)[:, None] * omega
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1).to(torch.float32)
+""", visible="is not right"),
+        Wrong("angles computed in float32 (wrong at large positions)", """
+def sinusoidal_halves(positions, d_model, base=10000.0):
+    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    angles = positions.to(torch.float32)[:, None] * omega
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
+""", visible=PASSES_VISIBLE),
+    ],
+    "ex05_2": [
+        Wrong("neighbouring pairs (2i, 2i+1), as in section 5", """
+def apply_rope_half(x, positions):
+    return apply_rope(x, positions)
+""", visible="neighbouring features"),
+        Wrong("turned clockwise", """
+def apply_rope_half(x, positions):
+    d_k = x.size(-1); half = d_k // 2
+    theta = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+    angles = positions.to(torch.float64)[:, None] * theta
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos + b * sin, -a * sin + b * cos], dim=-1)
+""", visible="clockwise"),
+        Wrong("theta_i = 10000^(-i/d_k)", """
+def apply_rope_half(x, positions):
+    d_k = x.size(-1); half = d_k // 2
+    theta = 10000.0 ** (-torch.arange(half, dtype=torch.float64) / d_k)
+    angles = positions.to(torch.float64)[:, None] * theta
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+""", visible="is not right"),
+        Wrong("ignores the positions given (always 0 .. T-1)", """
+def apply_rope_half(x, positions):
+    d_k = x.size(-1); half = d_k // 2
+    theta = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+    angles = torch.arange(x.size(-2), dtype=torch.float64)[:, None] * theta
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+""", visible=PASSES_VISIBLE),
+    ],
+    "ex05_3": [
+        Wrong("offset i - j instead of j - i", """
+def relative_bias(table, t_q, t_k):
+    K = (table.size(1) - 1) // 2
+    i = torch.arange(t_q)[:, None]; j = torch.arange(t_k)[None, :]
+    return table[:, (i - j).clamp(-K, K) + K]
+""", visible="wrong sign"),
+        Wrong("offsets not clipped (negative indices wrap around)", """
+def relative_bias(table, t_q, t_k):
+    K = (table.size(1) - 1) // 2
+    i = torch.arange(t_q)[:, None]; j = torch.arange(t_k)[None, :]
+    return table[:, (j - i + K) % table.size(1)]
+""", visible="clip the offsets"),
+        Wrong("clipped on one side only", """
+def relative_bias(table, t_q, t_k):
+    K = (table.size(1) - 1) // 2
+    i = torch.arange(t_q)[:, None]; j = torch.arange(t_k)[None, :]
+    return table[:, (j - i).clamp(max=K) + K]
+""", visible=PASSES_VISIBLE),
+    ],
+    "ex05_4": [
+        Wrong("base itself (forgets that i stops at d/2 - 1)", """
+def wavelength_ratio(d_model, base):
+    return float(base)
+""", visible="single pair"),
+        Wrong("the longest wavelength instead of the ratio", """
+def wavelength_ratio(d_model, base):
+    return 2 * math.pi * base ** ((d_model - 2) / d_model)
+""", visible="single pair"),
+        Wrong("exponent i / d_model (factor 2 lost)", """
+def wavelength_ratio(d_model, base):
+    return base ** ((d_model - 2) / (2 * d_model))
+""", visible="is not right"),
+    ],
+    "ex05_6": [
+        Wrong("the broken version, unchanged", """
+cached_scores = cached_scores_broken
+""", visible="own key"),
+        Wrong("query fixed, keys still rotated twice", """
+def cached_scores(q_new, k_cache):
+    t = k_cache.size(0) - 1
+    q = apply_rope(q_new[None], torch.tensor([t]))
+    return (q @ apply_rope(k_cache).T)[0] / math.sqrt(q_new.numel())
+""", visible="own key"),
+        Wrong("keys fixed, query still at position 0", """
+def cached_scores(q_new, k_cache):
+    q = apply_rope(q_new[None])
+    return (q @ k_cache.T)[0] / math.sqrt(q_new.numel())
+""", visible="own key"),
+        Wrong("query rotated at t + 1 (off by one)", """
+def cached_scores(q_new, k_cache):
+    q = apply_rope(q_new[None], torch.tensor([k_cache.size(0)]))
+    return (q @ k_cache.T)[0] / math.sqrt(q_new.numel())
+""", visible="own key"),
+    ],
+}
+
+
+def test_wrong_answers_are_caught():
+    check_wrong_answers("05", WRONG)
