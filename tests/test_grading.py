@@ -7,7 +7,7 @@ test of issue 20 used); the class of issue 14 adds a third chapter.
 
 Issue 20, item by item (each ends as a passing test here):
  1. blank notebook + symlinks -> 0 ............ test_records_are_read_without_following_links,
-    test_adversarial_scores (symlink_dir, symlink_files, symlink_reference_path),
+    test_adversarial_scores (symlink_dir, symlink_files, symlink_dir_08),
     test_reference_values_never_touch_the_disk
  2. FIFO, /dev/zero: no hang, no blow-up ........ test_records_are_read_without_following_links,
     test_adversarial_scores (fifo_and_dev_zero), test_gradebook_complete_and_no_hidden_tests
@@ -28,10 +28,11 @@ Issue 20, item by item (each ends as a passing test here):
     test_feedback_has_one_total_and_no_hidden_names
 10. time limits on the grader's clock ......... test_time_limits_are_the_graders
 11. file names, sizes, formats, signals ....... test_file_cases_each_get_one_documented_row,
-    test_adversarial_scores (nbformat_3, segfault, huge, ...), test_exit_reasons_name_the_signal
+    test_adversarial_scores (nbformat_3, segfault), test_exit_reasons_name_the_signal
 12. nbgrader route in the README .............. test_readme_documents_grading_and_the_nbgrader_route
 Issue 14, item 5 and manual exercises ........ test_class_of_30_across_three_chapters,
-    test_manual_exercises_are_listed_for_hand_grading, test_handin_lists_manual_exercises
+    test_every_chapter_passes_its_own_probes, test_manual_exercises_are_listed_for_hand_grading,
+    test_handin_lists_manual_exercises
 """
 
 from __future__ import annotations
