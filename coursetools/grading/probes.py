@@ -98,12 +98,19 @@ def _is_check_call(node: ast.AST, names: tuple[str, ...]) -> bool:
 
 
 def _literal(node: ast.AST, what: str) -> Any:
+    text = ast.unparse(node).replace('"', "'")
+    special = {"float('inf')": float("inf"), "float('-inf')": float("-inf"), "math.inf": float("inf"),
+               "-math.inf": float("-inf"), "torch.inf": float("inf")}
+    if text in special:
+        return special[text]
     try:
         return ast.literal_eval(node)
     except ValueError as exc:
         raise ProbeError(f"{what} must be a literal, got {ast.unparse(node)!r}") from exc
 
 
+MUTATORS = {"append", "extend", "insert", "update", "setdefault", "add", "remove", "discard", "pop", "clear",
+            "sort", "reverse"}
 SEEDED = {"Generator", "manual_seed", "default_rng", "RandomState", "Random", "SeedSequence"}
 DRAWS = {"randn", "rand", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal", "normal_",
          "uniform", "uniform_", "bernoulli", "bernoulli_", "multinomial", "exponential_", "random_", "shuffle",
@@ -120,6 +127,24 @@ class _Statement:
     names: flow.Names
     probes: list[tuple[Probe, ast.expr, ast.expr]] = field(default_factory=list)  # (probe, got, expected)
     is_check: bool = False  # a check.exercise/check.require statement
+
+    @property
+    def mutates(self) -> set[str]:
+        """Names this statement changes in place (``x.append(...)``, ``x[i] = ...``, ``x.add_(...)``)."""
+        found = set()
+        for n in ast.walk(self.node):
+            if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store):
+                base = n.value
+                while isinstance(base, (ast.Subscript, ast.Attribute)):
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    found.add(base.id)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                    and (n.func.attr in MUTATORS or (n.func.attr.endswith("_") and not n.func.attr.startswith("_"))):
+                found.add(n.func.value.id)
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                found.add(n.target.id)
+        return found
 
     @property
     def makes_generator(self) -> bool:
@@ -154,6 +179,12 @@ def _slice(statements: list[_Statement]) -> set[int]:
         dropped_defs = set().union(*(n.defines for i, n in defining.items() if i not in new)) - kept_defs
         for i, s in setup.items():
             if not s.names.defines and not (s.names.uses & dropped_defs):
+                new.add(i)
+        # A left-out statement that changes a needed value in place (a loop appending to a list of
+        # inputs) is part of making the inputs: keep it.
+        needed_now = set(roots).union(*(setup[i].names.uses | setup[i].names.defines for i in new)) if new else set(roots)
+        for i, s in setup.items():
+            if i not in new and s.mutates & needed_now:
                 new.add(i)
         # A left-out statement that draws from a generator (or the global one) a kept statement draws
         # from later would change the inputs: keep it too (it makes an input, not an expected value).

@@ -21,6 +21,7 @@ import json
 import marshal
 import os
 import random
+import select
 import signal
 import struct
 import sys
@@ -31,7 +32,11 @@ from pathlib import Path
 def _read_exact(fd: int, size: int) -> bytes:
     data = b""
     while len(data) < size:
-        chunk = os.read(fd, size - len(data))
+        try:
+            chunk = os.read(fd, size - len(data))
+        except BlockingIOError:  # a cell made our input non-blocking: wait for it
+            select.select([fd], [], [])
+            continue
         if not chunk:
             raise EOFError
         data += chunk
