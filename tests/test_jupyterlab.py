@@ -106,7 +106,7 @@ OTHER_CHAPTERS = [p for p in CHAPTERS if not p.name.startswith(("03_", "10_"))]
 def _run_all(page, base: str, path) -> None:
     """Open a chapter, wait for the kernel, Run All Cells, and wait for every exercise's check line."""
     exercises = sum(1 for c in notebooks.read(path).cells
-                    if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+                    if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade"))
     page.set_default_timeout(120_000)
     page.goto(f"{base}/lab/tree/{path.name}")
     page.wait_for_selector(".jp-MarkdownCell .myst")
