@@ -8,6 +8,16 @@ noisy shared machine does not make it flaky); notebooks over the budget itself a
 
 from __future__ import annotations
 
+import os
+
+import torch
+
+# Chapter 11's Triton kernels run under Triton's interpreter when there is no GPU. Triton reads that choice
+# when it is first imported, and torch imports it on its own (torch.utils.flop_counter does), so the choice
+# is made here, before any test module imports anything; notebook kernels inherit it.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 from collections import defaultdict
 
 import pytest

@@ -77,7 +77,7 @@ def main(reply_fd: int) -> int:
             os._exit(0)
         if frame["kind"] == "end":
             break
-        index, probes, error = frame["index"], frame.get("probes", []), None
+        index, nonce, probes, error = frame["index"], frame["nonce"], frame.get("probes", []), None
         if frame["kind"] == "cell":
             result = shell.run_cell(frame["source"], store_history=False)
             failure = result.error_before_exec or result.error_in_exec
@@ -92,7 +92,7 @@ def main(reply_fd: int) -> int:
             except BaseException as exc:  # noqa: BLE001 (the check's setup failed: its probes say so)
                 recorder.setup_failed(probes, exc)
                 error = exception_name(exc)
-        send({"done": index, "error": error})
+        send({"done": index, "nonce": nonce, "error": error})
     os._exit(0)  # do not wait for threads the notebook started
 
 

@@ -33,6 +33,7 @@ import marshal
 import os
 import pwd
 import resource
+import secrets
 import select
 import shutil
 import signal
@@ -92,8 +93,10 @@ class Job:
     probes: list[int] = field(default_factory=list)
     seed: int = 0
 
-    def frame(self, index: int) -> bytes:
-        body: dict[str, Any] = {"kind": self.kind, "index": index}
+    def frame(self, index: int, nonce: str = "") -> bytes:
+        """The job as sent: ``nonce`` is a fresh random token the runner must echo when the job is done, so
+        that a thread of the notebook's that writes "done" messages blindly is caught as a protocol breach."""
+        body: dict[str, Any] = {"kind": self.kind, "index": index, "nonce": nonce}
         if self.kind == "cell":
             body["source"] = self.source
         else:
@@ -286,12 +289,14 @@ def bwrap_command(workdir: Path, library: Path, as_root: bool) -> list[str]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
             bound.append(path)
+    # The private /tmp and /dev/shm first: a Python environment that lives under /tmp (a CI checkout in
+    # /tmp, say) is then bound on top of the empty /tmp instead of being hidden by it.
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
     for path in map(str, _python_paths()):
         if not covered(path):
             args += parents(path) + ["--ro-bind", path, path]
             bound.append(path)
     args += ["--ro-bind", str(library), SANDBOX_LIBRARY, "--bind", str(workdir), SANDBOX_WORKDIR]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
     args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     if not as_root:
         args.append("--unshare-user")
@@ -537,7 +542,8 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
             return result("wall limit", f"Python did not start within {limits.startup_seconds:g} s", 0, 0)
     cpu_start = run.tree_cpu()
     for index, job in enumerate(jobs):
-        outgoing = job.frame(index)
+        nonce = secrets.token_hex(16)
+        outgoing = job.frame(index, nonce)
         cell_start, cpu_cell = time.monotonic(), run.tree_cpu()
         last_cpu_check = 0.0
         done = False
@@ -545,8 +551,8 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
             outgoing, lines = run.pump(outgoing, 0.05)
             for line in lines:
                 message = _parse_reply(line)
-                if (message is None or set(message) != {"done", "error"} or message["done"] != index
-                        or not (message["error"] is None or isinstance(message["error"], str))):
+                if (message is None or set(message) != {"done", "nonce", "error"} or message["done"] != index
+                        or message["nonce"] != nonce or not (message["error"] is None or isinstance(message["error"], str))):
                     return result("protocol", f"the notebook's process broke the grader's protocol in "
                                   f"{job.label}", index, index)
                 if message["error"] is not None:
