@@ -55,15 +55,7 @@ _NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_st
               "lift_fresh"}
 
 
-def _tensors(tree) -> list[torch.Tensor]:
-    """The tensors in nested lists, tuples and dicts (an operation's arguments or results)."""
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, (list, tuple)):
-        return [t for item in tree for t in _tensors(item)]
-    if isinstance(tree, dict):
-        return [t for item in tree.values() for t in _tensors(item)]
-    return []
+from utils.efficient_attention import _tensors  # noqa: E402 (chapter 8's helper, after Triton's set-up)
 
 
 class KernelCounter(TorchDispatchMode):
