@@ -753,6 +753,15 @@ def test_sandbox_sees_only_the_course_library(tmp_path):
     common = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-common-dir"], capture_output=True,
                             text=True).stdout.strip()
     routes.append((ROOT / common).resolve().parent / "solutions")
+    # The Python environment is bound at its own path (a venv records absolute paths), so the folders above
+    # it exist inside the sandbox; each must show only the next step towards the environment.
+    python_paths = [p for p in sandbox._python_paths()
+                    if not any(str(p).startswith(s + "/") for s in sandbox.SYSTEM)]
+    above_python: dict[str, set[str]] = {}
+    for path in python_paths:
+        for parent in path.parents:
+            if str(parent) != "/":
+                above_python.setdefault(str(parent), set()).add(path.parts[len(parent.parts)])
     source = textwrap.dedent(f"""
         import json, os, subprocess
         seen = {{}}
@@ -769,6 +778,7 @@ def test_sandbox_sees_only_the_course_library(tmp_path):
             if ".git" in dirs or ("HEAD" in files and "objects" in dirs and "refs" in dirs):
                 notebooks.append(folder + " (a git repository)")
         seen["notebooks"] = [n for n in notebooks if "site-packages" not in n]
+        seen["above_python"] = {{a: sorted(os.listdir(a)) for a in {sorted(above_python)!r}}}
         open("seen.json", "w").write(json.dumps(seen))
     """)
     # Keep the folder: run in a copy of the workdir logic, then read what the cell saw.
@@ -779,8 +789,12 @@ def test_sandbox_sees_only_the_course_library(tmp_path):
     assert seen["git"] is False
     assert seen["/course"] == ["coursetools", "utils"]
     assert seen["notebooks"] == [], seen["notebooks"][:10]
+    python_roots = {p.parts[1] for p in python_paths}
     assert not set(seen["/"]) - {"bin", "course", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "root",
-                                 "sbin", "submission", "tmp", "usr", "work", "opt", "home", "srv", "var"}
+                                 "sbin", "submission", "tmp", "usr", "work", "opt", "home", "srv", "var",
+                                 *python_roots}
+    for folder, listing in seen["above_python"].items():
+        assert set(listing) <= above_python[folder], (folder, listing)
     command = sandbox.bwrap_command(work, library, as_root=True)
     sources = [command[i + 1] for i, a in enumerate(command) if a in ("--bind", "--ro-bind")]
     allowed = {*sandbox.SYSTEM, str(library), str(work), *map(str, sandbox._python_paths())}
