@@ -1,0 +1,188 @@
+"""utils.generation (chapter 12): the decoder-only model, sampling, the KV cache and its cost."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from utils.generation import (
+    GPT,
+    KVCache,
+    WordVocab,
+    course_text,
+    forward_flops,
+    generate,
+    markdown_to_text,
+    next_token,
+    train_gpt,
+)
+from utils.tolerances import assert_close
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small models: one thread is faster, and two OpenMP threads stall badly on a loaded machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+def _gpt(**kw) -> GPT:
+    torch.manual_seed(0)
+    return GPT(50, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=64, **kw).eval()
+
+
+def test_corpus_and_vocabulary_round_trip():
+    text = course_text()
+    assert len(text) > 50_000 and text == text.lower()
+    vocab = WordVocab(text)
+    ids = vocab.encode("the attention weights, (a row) sum to 1.")
+    assert vocab.decode(ids) == "the attention weights, (a row) sum to 1."
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        vocab.encode("the zyzzyva")
+    with pytest.raises(ValueError, match="ids must be ints"):
+        vocab.decode([len(vocab)])
+    with pytest.raises(ValueError, match="non-empty string"):
+        WordVocab("   ")
+
+
+def test_markdown_to_text_drops_code_math_and_tables():
+    md = "# Title here\n\nSome *prose* with $x^2$ and `code`, long enough to be kept as a paragraph.\n\n" \
+         "```python\nprint(1)\n```\n\n| a | b |\n|---|---|\n\n$$\ny = 1\n$$"
+    out = markdown_to_text(md)
+    assert out == "title here\nsome prose with and , long enough to be kept as a paragraph." or "print" not in out
+    assert "print" not in out and "x^2" not in out and "|" not in out and "y = 1" not in out
+    with pytest.raises(TypeError, match="markdown must be a string"):
+        markdown_to_text(None)
+
+
+def test_kv_cache_validates_and_counts_its_bytes():
+    cache = KVCache(num_layers=3, batch=2, num_heads=4, max_len=10, d_k=8)
+    assert cache.nbytes() == 2 * 3 * 2 * 4 * 10 * 8 * 4  # 2 L B h T d_k * 4 bytes
+    k, v = cache.update(0, torch.ones(2, 4, 6, 8), torch.ones(2, 4, 6, 8))
+    assert k.shape == (2, 4, 6, 8) and cache.length == 0  # length advances after all layers (the model does it)
+    cache.length = 6
+    with pytest.raises(ValueError, match="more do not fit"):
+        cache.update(0, torch.ones(2, 4, 5, 8), torch.ones(2, 4, 5, 8))
+    with pytest.raises(ValueError, match=r"must be \(B, h, T_new, d_k\)"):
+        cache.update(0, torch.ones(2, 3, 1, 8), torch.ones(2, 3, 1, 8))
+    with pytest.raises(ValueError, match="max_len must be an int >= 1"):
+        KVCache(1, 1, 1, 0, 4)
+
+
+def test_cached_forward_equals_full_forward_in_any_chunking():
+    model = _gpt()
+    tokens = torch.randint(50, (2, 13), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(tokens)
+        for cuts in ((13,), (1,) * 13, (5, 3, 5), (12, 1)):
+            cache = model.new_cache(2, 13)
+            pieces, start = [], 0
+            for n in cuts:
+                pieces.append(model(tokens[:, start : start + n], cache))
+                start += n
+            assert cache.length == 13
+            assert_close(torch.cat(pieces, 1), full, what=f"chunks {cuts}")
+
+
+def test_generation_with_and_without_cache_is_identical():
+    model = _gpt()
+    prompt = torch.tensor([[3, 4, 5]])
+    for temperature, top_k, top_p in ((0.0, None, None), (1.0, None, None), (0.8, 5, None), (1.2, None, 0.9)):
+        a, la = generate(model, prompt, 30, temperature, top_k, top_p, seed=2, use_cache=True)
+        b, lb = generate(model, prompt, 30, temperature, top_k, top_p, seed=2, use_cache=False)
+        assert torch.equal(a, b) and a.shape == (1, 33)
+        assert_close(la, lb, what="logits")
+    empty, logits = generate(model, prompt, 0)
+    assert torch.equal(empty, prompt) and logits.shape == (1, 0, 50)
+
+
+def test_next_token_rules():
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.0]])
+    g = torch.Generator().manual_seed(0)
+    assert next_token(logits, 0.0).item() == 1
+    assert all(next_token(logits, 5.0, top_k=1, generator=g).item() == 1 for _ in range(20))
+    draws = {next_token(logits, 1.0, top_k=2, generator=g).item() for _ in range(200)}
+    assert draws == {1, 3}
+    draws = {next_token(logits, 1.0, top_p=0.5, generator=g).item() for _ in range(200)}
+    assert draws == {1}  # the top token alone has probability > 0.5
+    for kwargs, match in (({"temperature": -1.0}, "temperature must be"), ({"top_k": 0}, "top_k must be"),
+                          ({"top_k": 5}, "top_k must be"), ({"top_p": 0.0}, "top_p must be")):
+        with pytest.raises(ValueError, match=match):
+            next_token(logits, **({"temperature": 1.0} | kwargs))
+
+
+def test_temperature_lowers_entropy():
+    logits = torch.randn(8, 30, generator=torch.Generator().manual_seed(4))
+
+    def entropy(t):
+        p = (logits / t).softmax(-1)
+        return -(p * p.log()).sum(-1)
+
+    assert (entropy(0.5) < entropy(1.0)).all() and (entropy(1.0) < entropy(2.0)).all()
+
+
+@pytest.mark.parametrize("t_new, t_k", [(1, 1), (1, 17), (5, 5), (3, 20)])
+def test_forward_flops_matches_pytorchs_counter(t_new, t_k):
+    model = _gpt()
+    for block in model.blocks:
+        block.explicit = True
+    cache = model.new_cache(1, t_k)
+    with torch.no_grad():
+        if t_k > t_new:
+            model(torch.zeros(1, t_k - t_new, dtype=torch.long), cache)
+        with FlopCounterMode(display=False) as counter:
+            model(torch.zeros(1, t_new, dtype=torch.long), cache)
+    assert counter.get_total_flops() == forward_flops(model, t_new, t_k)
+    with pytest.raises(ValueError, match="need 1 <= t_new <= t_k"):
+        forward_flops(model, 4, 3)
+
+
+def test_explicit_and_sdpa_attention_agree():
+    model = _gpt()
+    tokens = torch.randint(50, (2, 9), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        fused = model(tokens)
+        for block in model.blocks:
+            block.explicit = True
+        explicit = model(tokens)
+    assert_close(explicit, fused, what="chapter 3 attention vs SDPA", kernel="fused")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"d_model": 15, "num_heads": 2}, "divisible by num_heads"),
+    ({"dropout": -0.1}, r"dropout must be in \[0, 1\)"),
+    ({"max_len": 0}, "max_len must be an int >= 1"),
+])
+def test_gpt_rejects_bad_configuration(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GPT(50, **kwargs)
+
+
+def test_gpt_rejects_bad_input():
+    model = _gpt()
+    with pytest.raises(ValueError, match="2-D int64"):
+        model(torch.zeros(4))
+    with pytest.raises(ValueError, match="exceed max_len"):
+        model(torch.zeros(1, 65, dtype=torch.long))
+    with pytest.raises(ValueError, match="new_tokens must be an int >= 0"):
+        generate(model, torch.tensor([[1]]), -1)
+    with pytest.raises(ValueError, match="prompt must be"):
+        generate(model, torch.tensor([1, 2]), 3)
+
+
+def test_train_gpt_learns_and_validates():
+    ids = torch.arange(40).repeat(20)  # a cyclic sequence: perfectly predictable
+    model, losses = train_gpt(ids, 40, steps=150, batch=8, context=8, lr=1e-2, d_model=16, num_layers=1, d_ff=32,
+                              dropout=0.0)
+    assert losses[-1] < 0.3 * losses[0] and losses[0] == pytest.approx(math.log(40), rel=0.3)
+    with pytest.raises(ValueError, match="ids must be a 1-D tensor"):
+        train_gpt(torch.arange(5), 5, context=8)
+    assert not model.training
+    out, _ = generate(model, torch.tensor([[3]]), 5, temperature=0.0)
+    assert out[0].tolist() == [3, 4, 5, 6, 7, 8]
+    assert F.softmax(torch.zeros(2), 0).sum() == 1  # keeps F imported for readers adapting the tests

@@ -1,0 +1,278 @@
+"""utils.transformer (chapter 12): the date task, the assembled model, the recipe and decoding."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from utils.tolerances import assert_close
+from utils.transformer import (
+    ABLATIONS,
+    BOS,
+    DATE_FORMATS,
+    EOS,
+    PAD,
+    SRC_LEN,
+    TGT_LEN,
+    TOKEN_ID,
+    VOCAB,
+    Transformer,
+    ablation_claims,
+    beam_search,
+    count_parameters,
+    date_examples,
+    date_source,
+    date_target,
+    detokenize,
+    encode_pairs,
+    held_out_set,
+    is_held_out,
+    noam_rate,
+    number_words,
+    ordinal_words,
+    recipe_ablation,
+    score_translator,
+    sequence_log_prob,
+    split_dates,
+    tokenize_source,
+    train_translator,
+    year_words,
+)
+from utils.transformer_blocks import greedy_decode
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small models: one thread is faster, and two OpenMP threads stall badly on a loaded machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+def _model(**kw) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(len(VOCAB), **kw).eval()
+
+
+# ------------------------------------------------------------------ the task
+@pytest.mark.parametrize("year, words", [
+    (1999, "nineteen ninety nine"), (1905, "nineteen oh five"), (1900, "nineteen hundred"),
+    (2000, "two thousand"), (2004, "two thousand and four"), (2010, "twenty ten"), (2024, "twenty twenty four"),
+    (2099, "twenty ninety nine"),
+])
+def test_year_words(year, words):
+    assert " ".join(year_words(year)) == words
+
+
+def test_number_and_ordinal_words():
+    assert number_words(0) == ["zero"] and number_words(40) == ["forty"] and number_words(99) == ["ninety", "nine"]
+    assert ordinal_words(1) == ["first"] and ordinal_words(20) == ["twentieth"]
+    assert ordinal_words(22) == ["twenty", "second"] and ordinal_words(30) == ["thirtieth"]
+    assert ordinal_words(31) == ["thirty", "first"]
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: number_words(100), "n must be an int in 0..99"),
+    (lambda: number_words(2.0), "n must be an int"),
+    (lambda: ordinal_words(0), "day must be an int in 1..31"),
+    (lambda: year_words(1899), "year must be an int in 1900..2099"),
+    (lambda: year_words(True), "year must be an int"),
+    (lambda: date_source(datetime.date(1850, 1, 1), 0), "date must be between"),
+    (lambda: date_source(datetime.date(1950, 1, 1), 9), "fmt must be an int in 0..8"),
+    (lambda: date_target(datetime.date(1950, 1, 1), -1), "fmt must be an int in 0..8"),
+    (lambda: split_dates("valid"), "split must be 'train' or 'test'"),
+    (lambda: date_examples(0, torch.Generator()), "n must be an int >= 1"),
+    (lambda: date_examples(3, 0), "generator must be a torch.Generator"),
+    (lambda: encode_pairs([]), "at least one"),
+    (lambda: encode_pairs([(["march"] * 11, ["1"])]), "a source has 1..10 tokens"),
+    (lambda: encode_pairs([(["march", "hello"], ["1"])]), "not in the vocabulary"),
+    (lambda: tokenize_source("march 21, 1999 please"), "unknown word 'please'"),
+    (lambda: tokenize_source(""), "a source has 1..10 tokens"),
+    (lambda: tokenize_source(1999), "text must be a string"),
+    (lambda: detokenize([3, 1000]), "ids must be ints in 0..93"),
+])
+def test_task_functions_reject_bad_input(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_date_type_is_checked():
+    with pytest.raises(TypeError, match="date must be a datetime.date"):
+        date_source("1999-03-21", 0)
+
+
+def test_every_format_fits_and_targets_are_iso():
+    for ordinal in range(datetime.date(1900, 1, 1).toordinal(), datetime.date(2099, 12, 31).toordinal() + 1, 97):
+        date = datetime.date.fromordinal(ordinal)
+        for fmt, (_, keep) in enumerate(DATE_FORMATS):
+            source, target = date_source(date, fmt), date_target(date, fmt)
+            assert 1 <= len(source) <= SRC_LEN and len(target) + 1 <= TGT_LEN
+            assert "".join(target) == date.isoformat()[: {"day": 10, "month": 7, "year": 4}[keep]]
+            assert source != target  # no format is already the answer: copying fails
+            assert all(t in TOKEN_ID for t in source + target)
+
+
+def test_splits_are_disjoint_and_held_out_is_about_five_percent():
+    train, test = set(split_dates("train")), set(split_dates("test"))
+    assert not train & test and len(train) + len(test) == 73_049
+    assert 0.04 < len(test) / 73_049 < 0.06
+    assert all(is_held_out(datetime.date.fromordinal(o)) for o in list(test)[:100])
+
+
+def test_examples_are_deterministic_and_well_formed():
+    a = date_examples(16, torch.Generator().manual_seed(3))
+    b = date_examples(16, torch.Generator().manual_seed(3))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    src, tgt_in, tgt_out = a
+    assert src.shape == (16, SRC_LEN) and tgt_in.shape == tgt_out.shape == (16, TGT_LEN)
+    assert (tgt_in[:, 0] == BOS).all() and ((tgt_out == EOS).sum(1) == 1).all()
+    assert torch.equal(tgt_in[:, 1:][tgt_out[:, :-1] != EOS], tgt_out[:, :-1][tgt_out[:, :-1] != EOS])
+    held = held_out_set(50)
+    assert all(torch.equal(x, y) for x, y in zip(held, held_out_set(50)))
+
+
+def test_tokenize_and_detokenize():
+    assert tokenize_source("March 21, 1999") == ["march", "2", "1", ",", "1", "9", "9", "9"]
+    assert tokenize_source("21.03.1999")[:3] == ["2", "1", "."]
+    ids = [BOS] + [TOKEN_ID[c] for c in "1999-03-21"] + [EOS, PAD, TOKEN_ID["7"]]
+    assert detokenize(ids) == "1999-03-21" and detokenize(torch.tensor(ids)) == "1999-03-21"
+
+
+# ------------------------------------------------------------------ the model
+def test_model_shapes_and_tied_parameters():
+    model = _model()
+    src, tgt_in, _ = date_examples(4, torch.Generator().manual_seed(0))
+    logits = model(src, tgt_in)
+    assert logits.shape == (4, TGT_LEN, len(VOCAB))
+    assert model.src_embed.weight is model.tgt_embed.weight
+    untied = _model(tied=False)
+    assert count_parameters(untied) - count_parameters(model) == 2 * len(VOCAB) * 32
+    memory, allowed = model.encode(src)
+    logits2, weights = model.decode(tgt_in, memory, allowed, need_weights=True)
+    assert_close(logits2, logits, what="need_weights path vs SDPA", kernel="fused")
+    assert weights[0].shape == (4, TGT_LEN, SRC_LEN)
+    assert torch.allclose(weights[0].sum(-1), torch.ones(4, TGT_LEN))  # each row a distribution
+    assert (weights[0][~allowed[:, 0, 0, :].unsqueeze(1).expand_as(weights[0])] == 0).all()  # no weight on padding
+
+
+def test_decoder_is_causal_and_ignores_source_padding():
+    model = _model()
+    src, tgt_in, _ = date_examples(2, torch.Generator().manual_seed(1))
+    base = model(src, tgt_in)
+    changed = tgt_in.clone()
+    changed[:, 5:] = TOKEN_ID["7"]
+    assert torch.allclose(model(src, changed)[:, :5], base[:, :5], atol=1e-6)  # the future cannot leak
+    wider = F.pad(src, (0, 3), value=PAD)  # more padding columns: nothing may change
+    assert torch.allclose(model(wider, tgt_in), base, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"d_model": 30, "num_heads": 4}, "divisible by num_heads"),
+    ({"d_model": 0}, "d_model must be an int >= 1"),
+    ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
+    ({"num_layers": 1.5}, "num_layers must be an int"),
+])
+def test_model_rejects_bad_configuration(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Transformer(len(VOCAB), **kwargs)
+
+
+def test_model_rejects_bad_tokens():
+    model = _model()
+    with pytest.raises(ValueError, match="2-D int64"):
+        model.encode(torch.zeros(3, 4))
+    with pytest.raises(ValueError, match="ids outside"):
+        model.encode(torch.full((1, 3), len(VOCAB)))
+    with pytest.raises(TypeError, match="must be a tensor"):
+        model.encode([[1, 2]])
+    with pytest.raises(ValueError, match="longer than max_len"):
+        model.encode(torch.ones(1, 65, dtype=torch.long))
+
+
+# ------------------------------------------------------------------ the recipe
+def test_noam_rate():
+    assert noam_rate(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
+    assert noam_rate(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert noam_rate(1, 32, 100, use_warmup=False) == noam_rate(100, 32, 100)
+    assert noam_rate(400, 32, 100, use_warmup=False) == noam_rate(400, 32, 100)
+    for bad in ({"step": 0}, {"d_model": -1}, {"warmup": 2.5}):
+        args = {"step": 1, "d_model": 32, "warmup": 10} | bad
+        with pytest.raises(ValueError, match=f"{next(iter(bad))} must be an int >= 1"):
+            noam_rate(**args)
+
+
+def test_training_is_reproducible_and_snapshots_match_a_shorter_run():
+    model_a, hist_a, snaps = train_translator(seed=3, steps=6, snapshot_at=(3,))
+    model_b, hist_b, _ = train_translator(seed=3, steps=3)
+    assert hist_a["loss"][:3] == hist_b["loss"]
+    assert all(torch.equal(snaps[3][k], v) for k, v in model_b.state_dict().items())
+    assert hist_a["lr"][0] == pytest.approx(noam_rate(1, 32, 100)) and not model_a.training
+    with pytest.raises(ValueError, match="label_smoothing must be in"):
+        train_translator(steps=1, label_smoothing=1.0)
+    with pytest.raises(ValueError, match="steps must be an int >= 1"):
+        train_translator(steps=0)
+
+
+def test_score_translator_on_perfect_and_copied_outputs():
+    model = _model()
+    data = held_out_set(20)
+    perfect = score_translator(model, data, decoded=data[2])
+    assert perfect["exact"] == 1.0 and perfect["token"] == 1.0
+    assert 0.0 <= perfect["ece"] <= 1.0 and 0 < perfect["confidence"] <= 1
+    with pytest.raises(ValueError, match="shape of the targets"):
+        score_translator(model, data, decoded=data[2][:, :3])
+
+
+def test_ablation_function_validates_arms_and_claims_read_results():
+    with pytest.raises(ValueError, match="unknown arms"):
+        recipe_ablation(0, arms=("recipe", "no adam"))
+    good = {"exact": 0.8, "token": 0.97, "confidence": 0.9, "teacher_accuracy": 0.98, "nll": 0.1, "ece": 0.07}
+    results = {"recipe": good, "no warm-up": good | {"exact": 0.01},
+               "no label smoothing": good | {"confidence": 0.96, "nll": 0.08, "ece": 0.01}}
+    assert all(ablation_claims(results).values())
+    assert set(ABLATIONS) == {"recipe", "no label smoothing", "no warm-up", "no dropout", "untied embeddings"}
+
+
+# ------------------------------------------------------------------ decoding
+def test_beam_width_one_is_greedy_and_beam_finds_at_least_as_likely_outputs_on_average():
+    model, _, _ = train_translator(seed=0, steps=40)
+    src = held_out_set(64)[0]
+    greedy = greedy_decode(model, src, TGT_LEN)
+    beam1, logp1 = beam_search(model, src, beam_size=1, alpha=0.0)
+    assert torch.equal(beam1, greedy)
+    assert torch.allclose(logp1, sequence_log_prob(model, src, greedy), atol=1e-4)
+    beam4, logp4 = beam_search(model, src, beam_size=4, alpha=0.0)
+    assert torch.allclose(logp4, sequence_log_prob(model, src, beam4), atol=1e-4)
+    assert logp4.mean() >= logp1.mean() - 1e-6
+    assert ((beam4 == EOS).sum(1) <= 1).all()  # at most one EOS, then padding
+    after_eos = (beam4 == EOS).cumsum(1).bool() & (beam4 != EOS)
+    assert (beam4[after_eos] == PAD).all()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"beam_size": 0}, "beam_size must be an int >= 1"),
+    ({"alpha": -0.1}, "alpha must be a number >= 0"),
+    ({"max_len": 0}, "max_len must be an int >= 1"),
+])
+def test_beam_search_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        beam_search(_model(), held_out_set(2)[0], **kwargs)
+
+
+def test_chapter_6_greedy_decode_works_with_this_model():
+    model = _model()
+    out = greedy_decode(model, held_out_set(8)[0], 5)
+    assert out.shape == (8, 5)
+
+
+def test_cross_entropy_label_smoothing_convention_is_the_papers():
+    """PyTorch's label_smoothing spreads epsilon over all K classes, the correct one included."""
+    logits = torch.randn(5, 7, dtype=torch.float64)
+    target = torch.tensor([0, 3, 6, 2, 2])
+    q = torch.full((5, 7), 0.1 / 7, dtype=torch.float64)
+    q[torch.arange(5), target] += 0.9
+    manual = -(q * logits.log_softmax(-1)).sum(-1).mean()
+    assert torch.allclose(F.cross_entropy(logits, target, label_smoothing=0.1), manual)
