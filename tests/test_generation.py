@@ -14,10 +14,13 @@ from utils.generation import (
     KVCache,
     WordVocab,
     course_text,
+    distinct_bigrams,
     forward_flops,
     generate,
+    language_model_claims,
     markdown_to_text,
     next_token,
+    repetition_measure,
     train_gpt,
 )
 from utils.tolerances import assert_close
@@ -186,3 +189,40 @@ def test_train_gpt_learns_and_validates():
     out, _ = generate(model, torch.tensor([[3]]), 5, temperature=0.0)
     assert out[0].tolist() == [3, 4, 5, 6, 7, 8]
     assert F.softmax(torch.zeros(2), 0).sum() == 1  # keeps F imported for readers adapting the tests
+
+
+def test_distinct_bigrams_and_the_language_model_claims():
+    assert distinct_bigrams([1, 2, 3, 4]) == 1.0
+    assert distinct_bigrams([1, 2, 1, 2, 1]) == 0.5  # (1, 2) and (2, 1), each twice
+    with pytest.raises(ValueError, match="at least 2 ids"):
+        distinct_bigrams([7])
+    loops = {"greedy": 0.1, "sampled": {0.7: [0.8, 0.9], 1.0: [0.95]}}
+    assert all(language_model_claims([3.0] * 20, 1000, loops).values())
+    claims = language_model_claims([6.0] * 20, 1000, loops | {"greedy": 0.7})
+    assert claims == {"the loss ends 2 nats or more below a uniform guess": False,
+                      "greedy text repeats far more than sampled text": False}
+
+
+def test_repetition_measure_shapes_and_validation():
+    torch.manual_seed(0)
+    model = GPT(12, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=32).eval()
+    out = repetition_measure(model, torch.tensor([[1, 2]]), new_tokens=10, temperatures=(1.0,), samples=2)
+    assert set(out) == {"greedy", "sampled"} and len(out["sampled"][1.0]) == 2
+    assert all(0 < x <= 1 for x in [out["greedy"], *out["sampled"][1.0]])
+    with pytest.raises(ValueError, match="samples must be an int >= 1"):
+        repetition_measure(model, torch.tensor([[1, 2]]), new_tokens=10, samples=0)
+
+
+def test_generation_widget_saves_a_note_and_says_when_it_cannot_continue():
+    from utils.widgets import PLACEHOLDER
+    from utils.widgets.whole_transformer import generation_widget
+
+    vocab = WordVocab("the attention is all you need .")
+    torch.manual_seed(0)
+    model = GPT(len(vocab), d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=64).eval()
+    widget = generation_widget(model, vocab, "the attention")
+    assert widget._repr_mimebundle_()["text/plain"] == PLACEHOLDER
+    box, readout = widget.children[0], widget.children[2]
+    assert readout.value.startswith("<pre") and box.style.description_width == "initial"
+    box.value = "the gizmo"
+    assert "cannot continue" in readout.value

@@ -39,6 +39,7 @@ from utils.transformer import (
     split_dates,
     tokenize_source,
     train_translator,
+    training_batches,
     year_words,
 )
 from utils.transformer_blocks import greedy_decode
@@ -276,3 +277,36 @@ def test_cross_entropy_label_smoothing_convention_is_the_papers():
     q[torch.arange(5), target] += 0.9
     manual = -(q * logits.log_softmax(-1)).sum(-1).mean()
     assert torch.allclose(F.cross_entropy(logits, target, label_smoothing=0.1), manual)
+
+
+def test_shared_batches_give_the_same_run_and_are_validated():
+    batches = training_batches(5, 4)
+    assert len(batches) == 4 and batches[0][0].shape == (64, SRC_LEN)
+    _, hist_shared, _ = train_translator(seed=5, steps=4, batches=batches)
+    _, hist_own, _ = train_translator(seed=5, steps=4)
+    assert hist_shared["loss"] == hist_own["loss"]  # the same examples, drawn from the same seed
+    with pytest.raises(ValueError, match="fewer than steps=5"):
+        train_translator(seed=5, steps=5, batches=batches)
+    with pytest.raises(ValueError, match="steps must be an int >= 1"):
+        training_batches(0, 0)
+
+
+def test_recipe_ablation_main_run_and_its_validation():
+    with pytest.raises(ValueError, match="main_steps must be an int >= 3"):
+        recipe_ablation(0, arms=("recipe",), steps=3, main_steps=2)
+    results = recipe_ablation(0, arms=("recipe",), steps=2, main_steps=3, test_size=8)
+    assert set(results) == {"main", "recipe"}
+    model, _, _ = train_translator(seed=0, steps=2)
+    assert results["recipe"] == score_translator(model, held_out_set(8)) | {"parameters": count_parameters(model)}
+
+
+def test_translation_widget_saves_a_note_and_says_when_it_cannot_translate():
+    from utils.widgets import PLACEHOLDER
+    from utils.widgets.whole_transformer import translation_widget
+
+    widget = translation_widget(_model(), "march 21, 1999")
+    assert widget._repr_mimebundle_()["text/plain"] == PLACEHOLDER
+    box, readout = widget.children[0].children[0], widget.children[1]
+    assert box.style.description_width == "initial" and "march 2 1 , 1 9 9 9" in readout.value
+    box.value = "march 21, 1999 gizmo"
+    assert "cannot translate" in readout.value and "gizmo" in readout.value

@@ -27,7 +27,7 @@ from utils.transformer import (
     tokenize_source,
 )
 from utils.transformer_blocks import greedy_decode
-from utils.widgets import show_figure
+from utils.widgets import Panel, live_panel
 
 EOS_TOKEN = VOCAB[EOS]
 
@@ -80,22 +80,23 @@ def _translation_readout(model: Transformer, text: str) -> str:
     return f"source <b>{html.escape(' '.join(source))}</b> → <b>{html.escape(output or '(empty)')}</b>"
 
 
-def translation_widget(model: Transformer, text: str = "march 21, 1999") -> widgets.VBox:
+def _translation_figure_or_note(model: Transformer, text: str) -> plt.Figure:
+    """The cross-attention map, or, for text the vocabulary cannot express, an empty panel saying so."""
+    try:
+        return translation_figure(model, text)
+    except ValueError:
+        fig, ax = plt.subplots(figsize=(4.0, 1.2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no map: the date cannot be translated (see above)", ha="center", va="center")
+        return fig
+
+
+def translation_widget(model: Transformer, text: str = "march 21, 1999") -> Panel:
     """A text box (a date in one of the nine formats), the translation, and the cross-attention map."""
     box = widgets.Text(value=text, description="date", continuous_update=False,
                        layout=widgets.Layout(width="420px"))
-    readout, plot = widgets.HTML(), widgets.Output()
-
-    def redraw(_change: object = None) -> None:
-        readout.value = _translation_readout(model, box.value)
-        try:
-            show_figure(plot, translation_figure(model, box.value))
-        except ValueError:
-            plot.outputs = ()
-
-    box.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([box, readout, plot])
+    return live_panel([box], lambda value: _translation_readout(model, value),
+                      lambda value: _translation_figure_or_note(model, value))
 
 
 def generation_text(model: GPT, vocab: WordVocab, prompt: str, temperature: float = 0.8, top_k: int | None = 20,
@@ -110,7 +111,15 @@ def generation_text(model: GPT, vocab: WordVocab, prompt: str, temperature: floa
     return vocab.decode(out[0].tolist())
 
 
-def generation_widget(model: GPT, vocab: WordVocab, prompt: str = "the attention") -> widgets.VBox:
+def _generation_readout(model: GPT, vocab: WordVocab, prompt: str, temperature: float, top_k: int) -> str:
+    try:
+        text = generation_text(model, vocab, prompt, temperature, top_k or None)
+    except ValueError as error:
+        return f"<b>cannot continue:</b> {html.escape(str(error))}"
+    return f"<pre style='white-space: pre-wrap'>{html.escape(text)}</pre>"
+
+
+def generation_widget(model: GPT, vocab: WordVocab, prompt: str = "the attention") -> Panel:
     """A prompt, a temperature slider (0 = greedy) and a top-k slider (0 = off) -> generated text."""
     box = widgets.Text(value=prompt, description="prompt", continuous_update=False)
     temperature = widgets.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.1, description="temperature",
@@ -118,15 +127,13 @@ def generation_widget(model: GPT, vocab: WordVocab, prompt: str = "the attention
     top_k = widgets.IntSlider(value=20, min=0, max=200, step=5, description="top-k (0 = all)",
                               continuous_update=False)
     readout = widgets.HTML()
+    controls = (box, temperature, top_k)
 
     def redraw(_change: object = None) -> None:
-        try:
-            text = generation_text(model, vocab, box.value, temperature.value, top_k.value or None)
-            readout.value = f"<pre style='white-space: pre-wrap'>{html.escape(text)}</pre>"
-        except ValueError as error:
-            readout.value = f"<b>cannot continue:</b> {html.escape(str(error))}"
+        readout.value = _generation_readout(model, vocab, *(control.value for control in controls))
 
-    for control in (box, temperature, top_k):
+    for control in controls:
+        control.style.description_width = "initial"  # the whole label, as live_panel does
         control.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([box, widgets.HBox([temperature, top_k]), readout])
+    return Panel([box, widgets.HBox([temperature, top_k]), readout])
