@@ -217,7 +217,7 @@ def test_generation_widget_saves_a_note_and_says_when_it_cannot_continue():
     from utils.widgets import PLACEHOLDER
     from utils.widgets.whole_transformer import generation_widget
 
-    vocab = WordVocab("the attention is all you need .")
+    vocab = WordVocab("the attention is all you need . " + " ".join(f"w{i}" for i in range(40)))  # top-k 20 < V
     torch.manual_seed(0)
     model = GPT(len(vocab), d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=64).eval()
     widget = generation_widget(model, vocab, "the attention")
