@@ -65,7 +65,7 @@ def test_language_model_claims(seed):
 
 
 @pytest.mark.skipif(os.environ.get("CLAIMS_12_ALL_ARMS") != "1",
-                    reason="the dropout and untied arms run only with CLAIMS_12_ALL_ARMS=1 (about 40 s more)")
+                    reason="the dropout and untied arms run only with CLAIMS_12_ALL_ARMS=1 (about a minute more)")
 @pytest.mark.parametrize("seed", range(5))
 def test_dropout_and_tying_claims(seed):
     results = recipe_ablation(seed, arms=("recipe", "no dropout", "untied embeddings"), steps=ABLATION_STEPS,
