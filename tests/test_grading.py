@@ -1096,15 +1096,40 @@ def test_no_sandbox_refuses_root_and_says_why(tmp_path):
         assert not (tmp_path / "out").exists()
 
 
+def test_no_sandbox_as_root_refuses_an_environment_others_cannot_reach(tmp_path, monkeypatch):
+    """Item 7: forced without the sandbox as root, a Python the reserved user cannot start is refused up front
+    with the reason, instead of every submission failing to start."""
+    if os.geteuid() != 0:
+        pytest.skip("this is about grading as root")
+    closed = Path(tempfile.mkdtemp(dir="/tmp")) / "closed"
+    try:
+        os.chmod(closed.parent, 0o755)  # mkdtemp makes it 0700: only `closed` is to be shut
+        closed.mkdir()
+        python = closed / "python"
+        python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")  # the other user must read it
+        python.chmod(0o755)
+        os.chmod(closed, 0o700)
+        monkeypatch.setattr(sys, "executable", str(python))
+        failure = sandbox.python_fails_as_another_user()
+        if failure is None:
+            pytest.skip("this kernel lets other users into a mode-700 folder, so the case cannot be made here")
+        assert "cannot start" in failure and str(python) in failure
+        with pytest.raises(grading.GradingRefused, match="reserved unprivileged user.*cannot start"):
+            grading.resolve_mode("none", allow_root=True, progress=lambda _: None)
+        monkeypatch.setattr(sandbox, "python_fails_as_another_user", lambda: None)
+        assert grading.resolve_mode("none", allow_root=True, progress=lambda _: None) == "none"
+    finally:
+        shutil.rmtree(closed.parent)
+
+
 def test_no_sandbox_forced_as_root_contains_the_submission(tmp_path):
     """Item 7: forced without the sandbox as root, a submission runs as an unprivileged user: it cannot
     write solutions/, the grader's code or /etc, and a detached child cannot rewrite the gradebook."""
     if os.geteuid() != 0:
         pytest.skip("this is about grading as root")
-    closed = [str(p) for p in [*Path(sys.prefix).parents, Path(sys.prefix)] if not os.stat(p).st_mode & 0o001]
-    if closed:  # e.g. a checkout made with `mktemp -d` (mode 0700): no other user can start this Python
-        pytest.skip(f"the Python environment is under {closed[-1]}, which other users cannot enter, so an "
-                    "unprivileged submission user cannot start Python here")
+    failure = sandbox.python_fails_as_another_user()
+    if failure is not None:  # e.g. a checkout made with `mktemp -d` (mode 0700); the grader refuses, tested above
+        pytest.skip(f"an unprivileged submission user cannot start Python here: {failure}")
     solutions = tmp_path / "solutions"
     solutions.mkdir()
     shutil.copy(CH03.path, solutions / CH03.path.name)

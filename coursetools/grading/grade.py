@@ -714,6 +714,13 @@ def resolve_mode(sandbox_mode: str, allow_root: bool, progress=print) -> str:
             f"refusing to grade as root without the sandbox ({cause}). Without it {sandbox.WEAKER_WITHOUT_SANDBOX}. "
             "Use the sandbox (drop --no-sandbox), run as an ordinary user, or add --allow-root to go on: "
             "submissions then run under a reserved unprivileged user id.")
+    if as_root:
+        failure = sandbox.python_fails_as_another_user()
+        if failure is not None:
+            raise GradingRefused(
+                f"submissions would run as a reserved unprivileged user, and {failure}. Grade from a Python "
+                "environment other users can reach (a folder on its way may be closed to them: chmod o+x it), "
+                "or use the sandbox.")
     who = ("as a reserved unprivileged user id per run, so they cannot write files only root may write, and "
            "every process of that id is killed after the run" if as_root else
            "as your own user, so they can also change or delete any file you can; every process they start in "

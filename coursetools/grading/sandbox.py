@@ -261,6 +261,32 @@ def _python_paths() -> list[Path]:
     return sorted(p for p in paths if p.is_dir())
 
 
+def python_fails_as_another_user() -> str | None:
+    """Why a reserved unprivileged user cannot start this Python and import the course library, or None.
+
+    Forced without the sandbox as root, submissions run under such a user; a folder it may not enter on the way
+    to the environment (a checkout made with `mktemp -d` is mode 0700) would stop every submission from starting.
+    Probed by running it, since permission bits alone do not say (some kernels and file systems allow more).
+    """
+    reservation = UidReservation()
+    try:
+        uid = reservation.uid
+        command = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
+                   "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
+                   sys.executable, "-c", "import sys; print(sys.prefix)"]
+        try:
+            probe = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd="/",
+                                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"})
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"starting {sys.executable} as user id {uid} failed: {error}"
+        if probe.returncode != 0:
+            last = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+            return f"user id {uid} cannot start {sys.executable} (exit {probe.returncode}: {last})"
+        return None
+    finally:
+        reservation.release()
+
+
 SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
