@@ -6,7 +6,7 @@
   the task (exact match >= 0.5, token accuracy >= 0.9) and after 400 most of it (>= 0.8, >= 0.95);
   without warm-up exact match is lower; without label smoothing the confidence is higher (by > 0.03),
   the held-out NLL lower and the calibration error lower, while with it the model is under-confident.
-* ``test_language_model_claims``: section 7's language model ends its 200 steps 2 nats or more below a
+* ``test_language_model_claims``: section 7's language model ends its 150 steps 2 nats or more below a
   uniform guess, and its greedy text repeats far more than sampled text.
 * ``test_dropout_and_tying_claims``: the arms without dropout and with untied embeddings (250 steps), which
   the notebook does not run. They would take the suite past its time budget, so they run only when
