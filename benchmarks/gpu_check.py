@@ -5,6 +5,9 @@ memory, chapter 11's Triton kernel against PyTorch's SDPA, the latency chart, an
     python -m benchmarks.gpu_check --only flash       # some sections: components, attention, flash, modules, latency
     python -m benchmarks.gpu_check --quick            # smaller sizes and fewer repetitions (a tight device budget)
     python -m benchmarks.gpu_check --notebooks        # execute every notebook of solutions/ and chapters/ on CUDA
+    python -m benchmarks.gpu_check --notebooks --folders solutions --output OUT/gpu_solutions.json
+                                                      # one folder per call: each notebook's row is written as
+                                                      # soon as it finishes, so a run cut short keeps its rows
     bash benchmarks/gpu_check.sh --wheels DIR ...     # the same, on a machine without the Jupyter stack
 
 What it needs: a CUDA device, torch, and for the `flash` section Triton (torch's CUDA wheels bring it);
@@ -396,8 +399,13 @@ def missing_notebook_packages() -> list[str]:
     return [name for name in NOTEBOOK_NEEDS if importlib.util.find_spec(name) is None]
 
 
-def run_notebooks(folders: tuple[str, ...] = ("solutions", "chapters"), timeout: int = 600) -> list[dict]:
-    """Execute each notebook with nbclient on a fresh kernel (the kernel sees CUDA); record time and result."""
+def run_notebooks(folders: tuple[str, ...] = ("solutions", "chapters"), timeout: int = 600,
+                  on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """Execute each notebook with nbclient on a fresh kernel (the kernel sees CUDA); record time and result.
+
+    ``on_row`` is called with each notebook's row as soon as it is known, so that a run stopped partway
+    (a time limit on a borrowed GPU machine) keeps what it measured.
+    """
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -421,6 +429,8 @@ def run_notebooks(folders: tuple[str, ...] = ("solutions", "chapters"), timeout:
                 row = {"notebook": f"{folder}/{path.name}", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:1500]}
             row["seconds"] = round(time.perf_counter() - start, 1)
             rows.append(row)
+            if on_row is not None:
+                on_row(row)
             print(f"{row['seconds']:6.1f} s  {row['notebook']}  {'ok' if row['ok'] else 'FAILED'}", flush=True)
     return rows
 
@@ -433,6 +443,14 @@ def _merge_into_results(update: dict, output: Path) -> None:
     result.update(update)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def record_notebook_rows(rows: list[dict], header: dict, output: Path) -> None:
+    """Add notebook rows to ``output``, replacing earlier rows of the same notebooks."""
+    previous = json.loads(output.read_text()).get("notebooks", []) if output.exists() else []
+    done = {r["notebook"] for r in rows}
+    merged = [r for r in previous if r["notebook"] not in done] + rows
+    _merge_into_results({"notebooks_run": header, "notebooks": sorted(merged, key=lambda r: r["notebook"])}, output)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -458,12 +476,9 @@ def main(argv: list[str] | None = None) -> int:
                   "(get the wheels for this Python with bash benchmarks/gpu_check.sh --download DIR on a machine "
                   "that reaches PyPI).")
             return 2
-        rows = run_notebooks(tuple(args.folders.split(",")))
-        previous = json.loads(args.output.read_text()).get("notebooks", []) if args.output.exists() else []
-        done = {r["notebook"] for r in rows}
-        rows = [r for r in previous if r["notebook"] not in done] + rows
-        _merge_into_results({"notebooks_run": header, "notebooks": sorted(rows, key=lambda r: r["notebook"])},
-                            args.output)
+        rows = run_notebooks(tuple(args.folders.split(",")),
+                             on_row=lambda row: record_notebook_rows([row], header, args.output))
+        rows = json.loads(args.output.read_text())["notebooks"] if rows else []
         failed = [r["notebook"] for r in rows if not r["ok"]]
         print(f"wrote {args.output}; {len(rows) - len(failed)} of {len(rows)} notebooks pass" +
               (f"; failed: {', '.join(failed)}" if failed else ""))

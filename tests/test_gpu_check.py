@@ -60,3 +60,32 @@ def test_performance_page_shows_gpu_results_when_there_are_some(tmp_path, monkey
     text = "\n".join(report._gpu_section())
     assert "NVIDIA H200" in text and "| 8192 | 1.20 | 1.40 | 1.00 | 300 | 420 | yes |" in text
     assert "1 of 2 cases" in text and "out of memory" in text and "1 of 1 pass" in text
+
+
+def test_notebook_rows_are_recorded_as_each_notebook_finishes(tmp_path, monkeypatch):
+    """A run stopped partway (a borrowed GPU machine's time limit) keeps the rows it measured."""
+    import json
+
+    import nbformat
+
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    for name, source in (("01_ok.ipynb", "x = 1 + 1"), ("02_fails.ipynb", "assert 1 == 2, 'expected 2'")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+        nbformat.write(nb, str(folder / name))
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    output = tmp_path / "results" / "gpu.json"
+    output.parent.mkdir()
+    output.write_text(json.dumps({"notebooks": [{"notebook": "chapters/01_ok.ipynb", "ok": True, "seconds": 1.0}]}))
+    seen_in_file: list[list[str]] = []
+
+    def record(row):
+        gpu_check.record_notebook_rows([row], {"device": "test"}, output)
+        seen_in_file.append([r["notebook"] for r in json.loads(output.read_text())["notebooks"]])
+
+    rows = gpu_check.run_notebooks(("solutions",), timeout=60, on_row=record)
+    assert [r["ok"] for r in rows] == [True, False]
+    assert "expected 2" in rows[1]["error"]
+    # After the first notebook the file already holds its row, beside the earlier run's row.
+    assert seen_in_file[0] == ["chapters/01_ok.ipynb", "solutions/01_ok.ipynb"]
+    assert seen_in_file[1] == ["chapters/01_ok.ipynb", "solutions/01_ok.ipynb", "solutions/02_fails.ipynb"]
