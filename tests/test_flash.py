@@ -29,14 +29,7 @@ from utils.efficient_attention import (
 )
 from utils.tolerances import assert_close
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One CPU thread: two OpenMP threads on a busy machine can stall badly (see DESIGN.md)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _inputs(device, shape, dtype=torch.float32, seed=0):

@@ -18,18 +18,11 @@ import torch.nn.functional as F
 from utils import flash_attention as fa
 from utils.tolerances import assert_close
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 needs_triton = pytest.mark.skipif(not fa.TRITON_AVAILABLE, reason="Triton is not installed")
 DEVICE = torch.device("cpu") if fa.INTERPRETED or not fa.TRITON_AVAILABLE else torch.device("cuda")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One CPU thread: two OpenMP threads on a busy machine can stall badly (see DESIGN.md)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def _inputs(shape, dtype=torch.float32, seed=0):

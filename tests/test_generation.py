@@ -25,14 +25,8 @@ from utils.generation import (
 )
 from utils.tolerances import assert_close
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small models: one thread is faster, and two OpenMP threads stall badly on a loaded machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 def _gpt(**kw) -> GPT:
     torch.manual_seed(0)

@@ -7,22 +7,12 @@ notebook runs for seed 0; each test asserts the chapter's claims for one seed.
 from __future__ import annotations
 
 import pytest
-import torch
 
 from utils.device import get_device
 from utils.positional import ENCODINGS, extrapolation_experiment
 
-pytestmark = pytest.mark.claims
+pytestmark = [pytest.mark.claims, pytest.mark.usefixtures("one_thread")]
 L_TRAIN = 24
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The models are tiny: one thread is faster and, on a loaded machine, far steadier."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("seed", range(5))

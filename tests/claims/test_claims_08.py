@@ -3,19 +3,10 @@ outputs and q, k, v gradients, within the tolerance policy (fused-kernel rule), 
 chapter's four shapes (ragged tiles, N_q != N_k, causal and not, one tile)."""
 
 import pytest
-import torch
 
 from utils.efficient_attention import TILED_CASES, tiled_vs_sdpa
 
-pytestmark = pytest.mark.claims
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = [pytest.mark.claims, pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.mark.parametrize("seed", range(5))

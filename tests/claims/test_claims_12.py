@@ -23,17 +23,9 @@ import torch
 from utils.generation import WordVocab, course_text, language_model_claims, repetition_measure, train_gpt
 from utils.transformer import ablation_claims, recipe_ablation
 
-pytestmark = pytest.mark.claims
+pytestmark = [pytest.mark.claims, pytest.mark.usefixtures("one_thread")]
 
 MAIN_STEPS, ABLATION_STEPS, GPT_STEPS = 400, 250, 150  # the notebook's values (FULL_RUN = False)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # small models: two OpenMP threads stall badly on a loaded machine
-    yield
-    torch.set_num_threads(before)
 
 
 def _check(seed: int, results: dict[str, dict[str, float]]) -> None:
