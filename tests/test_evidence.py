@@ -91,3 +91,23 @@ def test_results_round_trip_through_json(tmp_path):
     path = evidence.save_results(tmp_path / "r.json", "demo", res, steps=10)
     assert evidence.load_results(path) == {0: {"acc": 0.25}, 1: {"acc": 0.5}}
     assert json.loads(path.read_text())["context"] == {"steps": 10}
+
+
+def test_claims_recorder_runs_each_record_on_the_claim_seeds(tmp_path, monkeypatch):
+    from coursetools import claims
+
+    (tmp_path / "test_claims_99.py").write_text("RECORD = {'99_demo': lambda seed: {'twice': 2 * seed}}\n")
+    monkeypatch.setattr(claims, "CLAIMS_DIR", tmp_path)
+    out = tmp_path / "out"
+    assert claims.main(["99", "--out", str(out)]) == 0
+    assert evidence.load_results(out / "99_demo.json") == {s: {"twice": 2.0 * s} for s in evidence.CLAIM_SEEDS}
+    assert claims.main(["98", "--out", str(out)]) == 1  # no such chapter: says so and fails
+
+
+def test_claims_recorder_lists_as_typed(root):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "coursetools.claims", "--list"], cwd=root, capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr

@@ -49,3 +49,36 @@ def label_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str | None = None)
     if title:
         ax.set_title(title)
     return ax
+
+
+def seed_dots(
+    ax: plt.Axes,
+    groups: dict[str, list[float]],
+    ylabel: str,
+    title: str | None = None,
+    reference: float | None = None,
+    reference_label: str | None = None,
+) -> plt.Axes:
+    """One dot per seed for each group (e.g. each arm of an experiment), with each group's median as a
+    bar: the figure that shows a reader how much runs vary. ``reference`` draws a dashed line (chance,
+    a threshold) labelled ``reference_label``."""
+    import numpy as np
+
+    colours = list(OKABE_ITO.values())
+    for i, (name, values) in enumerate(groups.items()):
+        values = [float(v) for v in values]
+        # a small deterministic horizontal jitter so that equal values stay visible
+        offsets = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(1)
+        ax.scatter(i + offsets, values, s=28, color=colours[i % len(colours)], edgecolor="black", linewidth=0.5, zorder=3)
+        median = float(np.median(values))
+        ax.hlines(median, i - 0.25, i + 0.25, color="black", linewidth=2, zorder=4)
+    if reference is not None:
+        ax.axhline(reference, color=OKABE_ITO["black"], linestyle="--", linewidth=1.2, label=reference_label)
+        if reference_label:
+            ax.legend(loc="best")
+    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return ax
