@@ -65,7 +65,7 @@ def seed_dots(
     import numpy as np
 
     colours = list(OKABE_ITO.values())
-    for i, (name, values) in enumerate(groups.items()):
+    for i, values in enumerate(groups.values()):
         values = [float(v) for v in values]
         # a small deterministic horizontal jitter so that equal values stay visible
         offsets = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(1)
