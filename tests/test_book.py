@@ -22,6 +22,7 @@ from browser import (
     wait_until_rendered,
 )
 from course_paths import CHAPTERS, ROOT, SOLUTIONS
+from machine_load import scaled
 
 from coursetools import notebooks
 from coursetools.release import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION
@@ -37,7 +38,7 @@ def _build(out: Path, **env: str) -> Path:
         [str(jb), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=scaled(600),  # a backstop against a hang, longer on a busy machine
         env={**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1", **env},
     )
     log = result.stdout + result.stderr

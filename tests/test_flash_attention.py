@@ -14,6 +14,7 @@ import textwrap
 import pytest
 import torch
 import torch.nn.functional as F
+from machine_load import scaled
 
 from utils import flash_attention as fa
 from utils.tolerances import assert_close
@@ -220,7 +221,7 @@ def _run_without_triton(code: str) -> subprocess.CompletedProcess:
     shim = "import sys; sys.modules['triton'] = None; sys.modules['triton.language'] = None\n"
     env = dict(os.environ, PYTHONPATH=ROOT, MPLBACKEND="Agg")
     return subprocess.run([sys.executable, "-c", shim + textwrap.dedent(code)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=300)
+                          env=env, cwd=ROOT, timeout=scaled(300))
 
 
 def test_without_triton_the_module_says_what_is_missing_and_the_chapter_skips_its_kernel_cells():

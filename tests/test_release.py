@@ -8,6 +8,7 @@ import shutil
 import nbformat
 import pytest
 from course_paths import CHAPTERS, ROOT, SOLUTIONS
+from machine_load import scaled
 
 from coursetools import notebooks, release
 from coursetools.release import BEGIN_HIDDEN, BEGIN_SOLUTION, END_HIDDEN, END_SOLUTION
@@ -175,7 +176,7 @@ def test_stubs_fail_the_hidden_tests(name, tmp_path):
     client_nb = nbformat.from_dict(chapter)
     from nbclient import NotebookClient
 
-    NotebookClient(client_nb, timeout=300, kernel_name="python3", allow_errors=True,
+    NotebookClient(client_nb, timeout=int(scaled(300)), kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
     for cell in client_nb.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
