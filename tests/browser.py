@@ -7,7 +7,8 @@ the reader's checks (issue 18) that every book page must pass.
 2. Mermaid node text smaller than ``MIN_DIAGRAM_PX`` on screen;
 3. widget controls in the static book that still accept input (they must look and be inactive);
 4. console errors (collected by `browser_page`, including failed loads such as a missing favicon);
-5. code blocks, outputs or tables wider than their column at a ``VIEWPORT`` 1366 px wide.
+5. code blocks, outputs or tables wider than their column at a ``VIEWPORT`` 1366 px wide;
+6. images without alt text (issue 30.5: the saved figure of every static widget had none).
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ class Tab:
         self.page = page
         self.requests: list[str] = []
         self.errors: list[str] = []
+        self.warnings: list[str] = []
         page.on("request", lambda request: self.requests.append(request.url))
+        page.on("console", lambda msg: self.warnings.append(msg.text) if msg.type == "warning" else None)
         page.on("console", lambda msg: self.errors.append(f"console: {msg.text}") if msg.type == "error" else None)
         page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
         page.on("requestfailed", lambda request: self.errors.append(f"failed to load {request.url}"))
@@ -126,6 +129,23 @@ def browser_page(name: str) -> Iterator[tuple[object, list[str]]]:
     """A fresh Chromium page and the list of every URL it requests; screenshot on failure."""
     with chromium() as browser, tab(browser, name) as t:
         yield t.page, t.requests
+
+
+# What JupyterLab must never print to its console: a Lab extension built against another Lab version
+# (webpack's shared-module check), which is how a mismatched pin shows up first.
+LAB_WARNINGS = ("Unsatisfied version",)
+
+
+@contextmanager
+def lab_page(name: str) -> Iterator[Tab]:
+    """A fresh Chromium page for JupyterLab; on leaving, fail on any uncaught page error and on any
+    console warning that says a Lab extension does not fit this JupyterLab (LAB_WARNINGS)."""
+    with chromium() as browser, tab(browser, name) as t:
+        yield t
+        uncaught = [e for e in t.errors if e.startswith("uncaught:")]
+        assert uncaught == [], f"JupyterLab raised in the page: {uncaught}"
+        mismatched = [w for w in t.warnings if any(k in w for k in LAB_WARNINGS)]
+        assert mismatched == [], f"JupyterLab's console warned {len(mismatched)} times: {mismatched[:3]}"
 
 
 def external_requests(urls: list[str]) -> list[str]:
@@ -218,12 +238,15 @@ AUDIT_JS = """
   }
   // diagrams left as source (the diagram library did not run)
   const undrawn = [...main.querySelectorAll('pre.mermaid')].filter((d) => !d.querySelector('svg')).map(where);
+  // 6. every image has alt text (figures from the notebooks' metadata; static widgets' from the book's script)
+  const noAlt = [...main.querySelectorAll('img')].filter((img) => !(img.getAttribute('alt') || '').trim())
+    .map((img) => `${where(img)}: ${(img.getAttribute('src') || '').slice(0, 40)}`);
   // the colour of each kind of box
   const boxes = [...main.querySelectorAll('div.admonition')].map((box) => {
     const title = (box.querySelector('.admonition-title') || box).textContent.trim();
     return [title.split(':')[0], getComputedStyle(box).borderLeftColor];
   });
-  return {rawMath, smallText, activeControls, overflow, wideMaths, undrawn, boxes,
+  return {rawMath, smallText, activeControls, overflow, wideMaths, undrawn, noAlt, boxes,
           widgetNotes: main.querySelectorAll('p.course-static-widget-note').length,
           diagrams: main.querySelectorAll('pre.mermaid svg').length,
           widgets: main.querySelectorAll('.widget-subarea').length,
@@ -243,4 +266,4 @@ def audit(t: Tab) -> dict:
     return found
 
 
-PROBLEM_KEYS = ("rawMath", "smallText", "activeControls", "consoleErrors", "overflow", "undrawn")
+PROBLEM_KEYS = ("rawMath", "smallText", "activeControls", "consoleErrors", "overflow", "undrawn", "noAlt")

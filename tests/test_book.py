@@ -245,3 +245,20 @@ def test_chapter_03_shows_its_saved_widget_inactive(browser, served_book):
         t.page.wait_for_timeout(300)
         assert "d_k = 64" in readout.inner_text()
         assert t.page.locator(".widget-slider .widget-readout").first.inner_text().strip() == "64"
+
+
+@pytest.mark.browser
+def test_the_visible_sidebar_toggle_hides_and_shows_the_sidebar_at_1366_px(browser, served_book):
+    """Issue 30.4: the header's "Toggle primary sidebar" button did nothing at 1366 px (the theme bound
+    only the first, hidden, toggle)."""
+    with tab(browser, "book_sidebar_toggle") as t:
+        t.page.goto(f"{served_book}/chapters/03_scaled_dot_product_attention.html", wait_until="load")
+        wait_until_rendered(t.page)
+        sidebar = t.page.locator("#pst-primary-sidebar")
+        button = t.page.locator("button.primary-toggle[title='Toggle primary sidebar']")
+        assert button.is_visible() and sidebar.is_visible()
+        button.click()
+        t.page.wait_for_function("() => !document.querySelector('#pst-primary-sidebar').checkVisibility()")
+        button.click()
+        t.page.wait_for_function("() => document.querySelector('#pst-primary-sidebar').checkVisibility()")
+        assert t.errors == []

@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 import pytest
-from browser import browser_page, free_port, require_chromium
+from browser import free_port, lab_page, require_chromium
 from course_paths import CHAPTERS
 from machine_load import scaled
 
@@ -67,7 +67,8 @@ def jupyterlab(tmp_path):
 
 def test_chapter_03_runs_in_jupyterlab_and_widget_responds(jupyterlab):
     require_chromium()
-    with browser_page("jupyterlab_chapter_03") as (page, _requests):
+    with lab_page("jupyterlab_chapter_03") as tab:
+        page = tab.page
         page.set_default_timeout(scaled(120) * 1000)
         page.goto(f"{jupyterlab}/lab/tree/{NOTEBOOK}")
         page.wait_for_selector(".jp-Notebook .jp-Cell")
@@ -150,7 +151,8 @@ def _wait_for_change(page, before: list[str], timeout: float = 30_000) -> bool:
 @pytest.mark.parametrize("path", OTHER_CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_runs_in_jupyterlab_and_its_widget_responds(jupyterlab, path):
     require_chromium()
-    with browser_page(f"jupyterlab_{path.stem}") as (page, _requests):
+    with lab_page(f"jupyterlab_{path.stem}") as tab:
+        page = tab.page
         _run_all(page, jupyterlab, path)
         page.wait_for_selector(".widget-html-content")
         _no_truncated_labels(page)
@@ -188,7 +190,8 @@ def test_chapter_runs_in_jupyterlab_and_its_widget_responds(jupyterlab, path):
 @pytest.mark.parametrize("path", [p for p in CHAPTERS if p.name.startswith("10_")], ids=lambda p: p.stem)
 def test_visualizer_recomputes_for_a_typed_sentence(jupyterlab, path):
     require_chromium()
-    with browser_page("jupyterlab_visualizer") as (page, _requests):
+    with lab_page("jupyterlab_visualizer") as tab:
+        page = tab.page
         _run_all(page, jupyterlab, path)
         box = page.locator(".widget-text input").first
         box.wait_for()

@@ -108,7 +108,47 @@
     });
   }
 
+  // The page has two "primary sidebar" toggles: the theme's navbar icon (hidden on a wide screen) and
+  // the header's "Toggle primary sidebar" button. Both theme scripts bind only the first
+  // (document.querySelector), so the visible button did nothing at 1366 px. Every other toggle
+  // forwards its click to the first, whose handlers hide the sidebar (wide) or open it (narrow).
+  function bindSidebarToggles() {
+    var toggles = document.querySelectorAll(".primary-toggle");
+    for (var i = 1; i < toggles.length; i++) {
+      toggles[i].addEventListener("click", function (event) {
+        event.preventDefault();
+        event.stopPropagation();
+        toggles[0].click();
+      });
+    }
+  }
+
+  // The widget manager draws a static widget's saved figure as an <img> without alt text. Each gets
+  // one: the widget's figure is the chapter's static figure above it at the same saved settings, so
+  // its description is that figure's alt text (or, without one, a plain statement of what it is).
+  var WIDGET_FIGURE = "The widget's figure at its saved settings";
+  function describeWidgetImages(root) {
+    var images = (root || document).querySelectorAll(".jupyter-widgets img:not([alt]), .widget-output img:not([alt])");
+    images.forEach(function (img) {
+      var all = Array.prototype.slice.call(document.querySelectorAll("main img[alt]"));
+      var before = all.filter(function (other) {
+        return other !== img && other.alt && !other.closest(".jupyter-widgets") &&
+          (other.compareDocumentPosition(img) & Node.DOCUMENT_POSITION_FOLLOWING);
+      });
+      var previous = before.length ? before[before.length - 1].alt : "";
+      img.alt = previous ? WIDGET_FIGURE + ", as in the figure above: " + previous : WIDGET_FIGURE + ".";
+    });
+  }
+
+  function watchWidgetImages() {
+    describeWidgetImages(document);
+    new MutationObserver(function () { describeWidgetImages(document); })
+      .observe(document.body, { childList: true, subtree: true });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    bindSidebarToggles();
+    watchWidgetImages();
     mathjaxHubShim();
     afterTypesetting();
     drawDiagrams();
