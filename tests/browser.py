@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from machine_load import scaled
 
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -111,6 +112,7 @@ def tab(browser, name: str) -> Iterator[Tab]:
     """A fresh page at 1366 px; a full-page screenshot goes to test-artifacts/ if the test fails."""
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
+    page.set_default_timeout(scaled(30) * 1000)  # Playwright's 30 s, longer on a busy machine
     try:
         yield Tab(page)
     except BaseException:
@@ -225,8 +227,19 @@ AUDIT_JS = """
     if (!el.hasAttribute('disabled')) activeControls.push(`${where(el)}: a slider`);
   }
   // 5. width: code, outputs and tables fit their column (no horizontal scrolling)
+  // (code and text outputs scroll inside their own box rather than wrap: allowed, and listed as
+  // `scrolling`; a wrapped code line would restart at column 0, so wrapping is a failure)
   const overflow = [];
+  const scrolling = [];
+  const wrapped = [];
   for (const el of main.querySelectorAll('pre:not(.mermaid), table, .cell_output img, .output img')) {
+    const style = getComputedStyle(el);
+    const ownScroll = el.tagName === 'PRE' && ['auto', 'scroll'].includes(style.overflowX);
+    if (el.tagName === 'PRE' && !el.closest('.jupyter-widgets') && style.whiteSpace !== 'pre') wrapped.push(`${where(el)}: white-space ${style.whiteSpace}`);
+    if (ownScroll && el.scrollWidth > el.clientWidth + 1 && el.getBoundingClientRect().right <= main.getBoundingClientRect().right + 1) {
+      scrolling.push(`${where(el)}: ${el.scrollWidth} > ${el.clientWidth} px`);
+      continue;
+    }
     if (el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > main.getBoundingClientRect().right + 1) {
       overflow.push(`${where(el)}: <${el.tagName.toLowerCase()}> ${el.scrollWidth} > ${el.clientWidth} px: ${el.textContent.trim().slice(0, 50)}`);
     }
@@ -246,7 +259,7 @@ AUDIT_JS = """
     const title = (box.querySelector('.admonition-title') || box).textContent.trim();
     return [title.split(':')[0], getComputedStyle(box).borderLeftColor];
   });
-  return {rawMath, smallText, activeControls, overflow, wideMaths, undrawn, noAlt, boxes,
+  return {rawMath, smallText, activeControls, overflow, scrolling, wrapped, wideMaths, undrawn, noAlt, boxes,
           widgetNotes: main.querySelectorAll('p.course-static-widget-note').length,
           diagrams: main.querySelectorAll('pre.mermaid svg').length,
           widgets: main.querySelectorAll('.widget-subarea').length,
@@ -266,4 +279,4 @@ def audit(t: Tab) -> dict:
     return found
 
 
-PROBLEM_KEYS = ("rawMath", "smallText", "activeControls", "consoleErrors", "overflow", "undrawn", "noAlt")
+PROBLEM_KEYS = ("rawMath", "smallText", "activeControls", "consoleErrors", "overflow", "wrapped", "undrawn", "noAlt")

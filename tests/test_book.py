@@ -255,10 +255,13 @@ def test_the_visible_sidebar_toggle_hides_and_shows_the_sidebar_at_1366_px(brows
         t.page.goto(f"{served_book}/chapters/03_scaled_dot_product_attention.html", wait_until="load")
         wait_until_rendered(t.page)
         sidebar = t.page.locator("#pst-primary-sidebar")
-        button = t.page.locator("button.primary-toggle[title='Toggle primary sidebar']")
+        button = t.page.locator("button.primary-toggle[aria-label='Toggle primary sidebar']")
         assert button.is_visible() and sidebar.is_visible()
         button.click()
-        t.page.wait_for_function("() => !document.querySelector('#pst-primary-sidebar').checkVisibility()")
+        hidden = ("() => { const s = document.querySelector('#pst-primary-sidebar');"
+                  " return getComputedStyle(s).visibility === 'hidden' && s.getBoundingClientRect().right <= 0; }")
+        t.page.wait_for_function(hidden)
         button.click()
-        t.page.wait_for_function("() => document.querySelector('#pst-primary-sidebar').checkVisibility()")
+        t.page.wait_for_function(f"() => !({hidden})()")
+        assert sidebar.is_visible()
         assert t.errors == []
