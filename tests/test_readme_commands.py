@@ -178,12 +178,6 @@ def test_setup_chooses_the_cpu_index_only_on_linux_without_an_nvidia_gpu():
     assert torch_route("cpu", "Darwin", nvidia=False) == "cpu"
 
 
-def test_ci_sets_up_with_the_readme_script():
-    """.ci/run installs through the same script, for real (the full requirements, no JupyterLab)."""
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert "python3 -m coursetools.setup --full --no-lab" in ci
-
-
 # --- JupyterLab on a remote machine ---------------------------------------------------------------
 
 
@@ -232,3 +226,105 @@ def test_the_remote_lab_command_works_as_written(tmp_path):
     assert sorted(p.name for p in (course / "my-work").glob("*.ipynb")) == [p.name for p in CHAPTERS]
     opening = [line for line in log.read_text().splitlines() if line.startswith("opening JupyterLab")]
     assert opening and opening[0].endswith(f"--no-browser --ip=127.0.0.1 --port={port}"), opening
+
+
+# --- the chapter table -----------------------------------------------------------------------------
+
+
+def test_the_chapter_table_gives_each_chapter_its_own_study_time():
+    """The README's "time to study" column is each chapter's own "*Time:* about N minutes" line."""
+    rows = re.findall(r"^\| (\d\d) \| `(\d\d_\w+)` \|.*\| (\d+) min \|[^|\n]*\|$", README, re.M)
+    assert len(rows) >= 12, "the chapter table's rows were not found"
+    wrong = []
+    for number, name, minutes in rows:
+        chapter = ROOT / "chapters" / f"{name}.ipynb"
+        assert chapter.exists(), f"README row {number}: no {chapter.name}"
+        cells = json.loads(chapter.read_text())["cells"]
+        text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        own = re.findall(r"\*Time:\*\s*about (\d+) minutes", text)
+        assert len(own) == 1, f"{chapter.name}: one '*Time:* about N minutes' line expected, found {own}"
+        if own[0] != minutes:
+            wrong.append(f"{number}: README {minutes} min, the chapter about {own[0]} minutes")
+    assert not wrong, "; ".join(wrong)
+
+
+# --- nbgrader ----------------------------------------------------------------------------------------
+
+
+def test_the_nbgrader_route_keeps_jupyterlab_4_5(tmp_path):
+    """The README's nbgrader install, resolved by pip without installing anything (`--dry-run --report`):
+    JupyterLab stays 4.5.x, which jupyterlab-myst 2.7 needs (plain `pip install nbgrader` took 4.6)."""
+    argv = readme_command(r"pip install -r requirements-nbgrader\.txt")
+    assert argv[:3] == [".venv/bin/pip", "install", "-r"], argv
+    report = tmp_path / "report.json"
+    pip = [sys.executable, "-m", "pip", *argv[1:], "--dry-run", "--quiet", "--report", str(report)]
+    done = subprocess.run(pip, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    chosen = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
+    assert "nbgrader" in chosen or _installed("nbgrader"), chosen
+    lab = chosen.get("jupyterlab") or _installed("jupyterlab")
+    myst = chosen.get("jupyterlab-myst") or _installed("jupyterlab-myst")
+    assert lab.startswith("4.5."), f"the nbgrader route takes JupyterLab {lab}"
+    assert myst.startswith("2."), f"the nbgrader route takes jupyterlab-myst {myst}"
+
+
+def _installed(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return ""
+
+
+# --- the hand-in check -------------------------------------------------------------------------------
+
+
+def _notebook(cells: list[tuple[str, str]]) -> str:
+    made = [
+        {"cell_type": kind, "id": f"c{i}", "metadata": {}, "source": source}
+        | ({"execution_count": None, "outputs": []} if kind == "code" else {})
+        for i, (kind, source) in enumerate(cells)
+    ]
+    return json.dumps(
+        {
+            "cells": made,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def test_the_handin_check_names_the_heading_and_says_its_exit_status(tmp_path):
+    """The README's hand-in command, from a folder with my-work/: exit 1 while anything has not passed,
+    a raising cell named by its heading and first line, and no kernel warning first; exit 0 when done."""
+    argv = venv_argv(readme_command(r"coursetools\.handin my-work/"))
+    notebook = tmp_path / argv[-1]
+    notebook.parent.mkdir()
+    notebook.write_text(
+        _notebook(
+            [
+                ("markdown", "### Exercise 3.1 — a softmax (implement)"),
+                ("code", "print('Exercise 3.1: passed')"),
+                ("markdown", "## 7. The implementation\n\nSome prose."),
+                ("code", "# my attempt\nraise ValueError('shapes differ')"),
+            ]
+        )
+    )
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Exercise 3.1: passed" in done.stdout
+    assert (
+        "the cell under “7. The implementation” that starts `# my attempt` raised ValueError" in done.stdout
+    )
+    assert "cell 4" not in done.stdout and "TCP" not in done.stderr, done.stderr
+    notebook.write_text(_notebook([("markdown", "# Chapter"), ("code", "print('Exercise 3.1: passed')")]))
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Exit status" in README.split("coursetools.handin my-work/", 1)[1][:1500], (
+        "README says what it returns"
+    )
