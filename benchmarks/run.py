@@ -63,17 +63,17 @@ def main(argv: list[str] | None = None) -> int:
 
         lengths, batches = ([128, 256], [1]) if args.quick else ([128, 256, 512, 1024, 2048, 4096], [1, 4])
         result = attention.measure(lengths, batches, repeats=3 if args.quick else 7)
-        _write(results, "attention", {**_machine(), **result})
+        _write(results, "attention", {**_machine(), "quick": args.quick, **result})
     if "tiled" in only:
         from benchmarks import tiled
 
         sizes = [512, 1024] if args.quick else [1024, 2048, 4096]
-        _write(results, "tiled", {**_machine(), **tiled.measure(sizes, 3 if args.quick else 5)})
+        _write(results, "tiled", {**_machine(), "quick": args.quick, **tiled.measure(sizes, 3 if args.quick else 5)})
     if "memory" in only:
         from benchmarks import memory
 
         sizes = [1024] if args.quick else [1024, 2048, 4096, 8192]
-        _write(results, "memory", {**_machine(), **memory.measure(sizes)})
+        _write(results, "memory", {**_machine(), "quick": args.quick, **memory.measure(sizes)})
     if "notebooks" in only:
         from benchmarks import notebooks
 

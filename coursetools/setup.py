@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -77,10 +78,22 @@ def run(command: list[str], quiet: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT)
 
 
-def last_error(done: subprocess.CompletedProcess) -> str:
-    lines = [line.strip() for line in (done.stderr or "").splitlines() + (done.stdout or "").splitlines()]
+CONNECTION = re.compile(
+    r"(\[Errno -?\d+\][^'\")]*|Connection refused|Name or service not known|timed out|ProxyError[^'\")]*"
+    r"|SSLError[^'\")]*|CERTIFICATE_VERIFY_FAILED)"
+)
+
+
+def why(done: subprocess.CompletedProcess) -> str:
+    """Why pip failed, in a few words: the connection error if there was one (pip's own last line,
+    "ResolutionImpossible" or "conflicting dependencies", would mislead), else pip's last error."""
+    text = (done.stderr or "") + "\n" + (done.stdout or "")
+    found = CONNECTION.findall(text)
+    if found:
+        return f"pip could not connect: {found[-1].strip()}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("ERROR")]
-    return (errors or [line for line in lines if line] or ["no output"])[-1][:300]
+    return "pip said: " + (errors or lines or ["no output"])[-1][:300]
 
 
 def create_venv(venv: Path) -> Path:
@@ -125,7 +138,7 @@ def install_cpu_torch(python: Path, spec: str, index: str) -> bool:
     say(
         f"PyTorch's CPU wheel index ({index}) could not be used, so torch will come from the default "
         "package index instead, which on Linux is the CUDA build: it runs on a CPU too, but downloads "
-        f"and occupies several GB more (NVIDIA's libraries). (pip said: {last_error(done)})"
+        f"and occupies several GB more (NVIDIA's libraries). ({why(done)})"
     )
     return False
 

@@ -139,6 +139,8 @@ def test_setup_falls_back_when_the_cpu_index_cannot_be_reached(tmp_path):
     fallback = [line for line in done.stdout.splitlines() if "could not be used" in line]
     assert len(fallback) == 1 and closed in fallback[0] and "default package index" in fallback[0]
     assert "several GB more" in fallback[0], "the sentence says what the fallback costs"
+    assert "pip could not connect: [Errno 111] Connection refused" in fallback[0], fallback[0]
+    assert "ResolutionImpossible" not in fallback[0], "pip's misleading last line is not what it says"
     assert "Retrying" not in done.stdout + done.stderr, "pip's retry warnings are not shown"
 
 
