@@ -100,6 +100,11 @@ def create_venv(venv: Path) -> Path:
     python = venv_python(venv)
     if python.exists():
         say(f"using the existing environment {venv} (delete it to start from scratch)")
+        if subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True).returncode != 0:
+            raise SystemExit(
+                f"error: the environment {venv} has no working pip (left by a set-up that "
+                f"failed?): `rm -rf {venv}` and run this again"
+            )
         return python
     done = run([sys.executable, "-m", "venv", str(venv)])
     if done.returncode != 0 or not python.exists():
@@ -185,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     if torch_route(args.torch) == "cpu":
         install_cpu_torch(python, torch_requirement(requirements), args.torch_index)
     else:
-        say("torch comes from the default package index (macOS, Windows, or Linux with an NVIDIA GPU)")
+        say(
+            "torch comes from the default package index, with the rest (on macOS, Windows and Linux with "
+            "an NVIDIA GPU that is the right build)"
+        )
     if run([str(python), "-m", "pip", "install", "-r", requirements.name]).returncode != 0:
         print(
             f"error: installing {requirements.name} failed (pip's message is above); fix that and run "
@@ -202,7 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         say(f"done. To open the course: {relative} -m coursetools.workspace lab")
         return done.returncode
     say(f"next time, `{relative} -m coursetools.workspace lab` alone reopens JupyterLab on my-work/")
-    return run([str(python), "-m", "coursetools.workspace", "lab", *lab_args]).returncode
+    lab = [str(python), "-m", "coursetools.workspace", "lab", *lab_args]
+    if os.name == "nt":  # os.execv does not replace the process on Windows
+        return run(lab).returncode
+    say("running: " + show(lab))
+    os.chdir(ROOT)
+    os.execv(lab[0], lab)  # JupyterLab in this process's place: Ctrl-C reaches JupyterLab alone
+    return 0
 
 
 if __name__ == "__main__":
