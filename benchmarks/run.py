@@ -1,6 +1,6 @@
 """Run the benchmarks. Results go to benchmarks/out/ (git-ignored) unless --record is given.
 
-    python -m benchmarks.run --quick          # a smoke run in under 2 minutes (small sizes, no notebooks)
+    python -m benchmarks.run --quick          # a smoke run (small sizes, no notebooks, about 20 s of CPU)
     python -m benchmarks.run                  # attention, tiled, memory and notebooks (about 15 min on 2 cores)
     python -m benchmarks.run --only attention
     python -m benchmarks.run --with-suite     # also time the whole pytest run
@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(STEPS)}")
     parser.add_argument("--quick", action="store_true",
-                        help="small sizes, few repetitions, no notebooks: a smoke run in under 2 minutes")
+                        help="small sizes, few repetitions, no notebooks: a smoke run (about 20 s of CPU time); "
+                             "the targets are not judged")
     parser.add_argument("--with-suite", action="store_true", help="also time the whole test suite")
     parser.add_argument("--record", action="store_true",
                         help="write the recorded results (benchmarks/results, figures, performance.md)")
@@ -63,17 +64,17 @@ def main(argv: list[str] | None = None) -> int:
 
         lengths, batches = ([128, 256], [1]) if args.quick else ([128, 256, 512, 1024, 2048, 4096], [1, 4])
         result = attention.measure(lengths, batches, repeats=3 if args.quick else 7)
-        _write(results, "attention", {**_machine(), **result})
+        _write(results, "attention", {**_machine(), "quick": args.quick, **result})
     if "tiled" in only:
         from benchmarks import tiled
 
         sizes = [512, 1024] if args.quick else [1024, 2048, 4096]
-        _write(results, "tiled", {**_machine(), **tiled.measure(sizes, 3 if args.quick else 5)})
+        _write(results, "tiled", {**_machine(), "quick": args.quick, **tiled.measure(sizes, 3 if args.quick else 5)})
     if "memory" in only:
         from benchmarks import memory
 
         sizes = [1024] if args.quick else [1024, 2048, 4096, 8192]
-        _write(results, "memory", {**_machine(), **memory.measure(sizes)})
+        _write(results, "memory", {**_machine(), "quick": args.quick, **memory.measure(sizes)})
     if "notebooks" in only:
         from benchmarks import notebooks
 

@@ -11,6 +11,14 @@ The notebook is run on a copy, so nothing in it changes. Hidden tests are not in
 the self-checks is necessary, not sufficient, for full marks. Exercises graded by hand (a Markdown
 answer cell with nbgrader ``grade`` and ``solution``) are listed as "answered" or "not answered":
 nothing checks their content before the instructor reads it.
+
+Exit status: 0 when every exercise passes its self-check, every exercise graded by hand is answered
+and no cell raised; 1 otherwise (the lines printed say what is missing); 2 when a notebook named is
+not there. A cell that raised is named by the heading it sits under and its first line, as JupyterLab
+shows them (JupyterLab shows no cell numbers).
+
+This check only runs the notebook: handing in is how your course collects work (a learning platform,
+e-mail, or the instructor's JupyterHub); hand in the `.ipynb` file itself, saved, under its own name.
 """
 
 from __future__ import annotations
@@ -54,13 +62,33 @@ def manual_exercises(nb) -> dict[str, str]:
     return found
 
 
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.M)
+
+
+def where(nb, index: int) -> str:
+    """A cell as a learner finds it in JupyterLab: the heading above it and its first line."""
+    heading = None
+    for cell in nb.cells[index::-1]:
+        if cell.cell_type == "markdown":
+            found = HEADING.findall(cell.source)
+            if found:
+                heading = found[-1]
+                break
+    first = next((line.strip() for line in nb.cells[index].source.splitlines() if line.strip()), "")
+    place = f"under “{heading}”" if heading else "before the first heading"
+    return f"the cell {place} that starts `{first[:60]}`" if first else f"an empty cell {place}"
+
+
 def summarise(path: Path, timeout: int = 300) -> tuple[dict[str, str], list[str]]:
     """Run a copy of the notebook; return ({exercise: result line}, [problems])."""
     nb = nbformat.read(str(path), as_version=4)
     problems: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
+        # log_level: without it the kernel prints ipykernel's "running over TCP without encryption"
+        # warning first; the kernel listens on 127.0.0.1 only, for this one run.
         client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": tmp}})
+                                resources={"metadata": {"path": tmp}},
+                                extra_arguments=["--IPKernelApp.log_level=ERROR"])
         try:
             client.execute()
         except (CellTimeoutError, DeadKernelError) as exc:
@@ -69,7 +97,8 @@ def summarise(path: Path, timeout: int = 300) -> tuple[dict[str, str], list[str]
     for index, cell in enumerate(nb.cells):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                problems.append(f"cell {index + 1} raised {output.get('ename')}: {output.get('evalue', '')[:120]}")
+                problems.append(f"{where(nb, index)} raised {output.get('ename')}: "
+                                f"{output.get('evalue', '')[:120]}")
             for match in LINE.finditer(output.get("text", "")):
                 results[match.group(1)] = match.group(2)
     results.update(manual_exercises(nb))

@@ -11,12 +11,19 @@ overwritten by the next release. In `my-work/` your answers are yours: nothing i
 writes there except these commands, and `reset` never deletes (it moves the old copy aside).
 
 `lab` adds `--allow-root` when it runs as root (containers, cloud machines), where JupyterLab
-otherwise refuses to start; other arguments after `lab` are passed to JupyterLab.
+otherwise refuses to start; every argument after `lab` is passed to JupyterLab as it is, for example
+`lab --no-browser --ip=127.0.0.1 --port=8888` (a leading `--` is dropped).
+
+`status` compares contents, not file times: when a chapter is copied, the digest (SHA-256) of the
+`chapters/` file it came from is recorded in `my-work/.copies.json`; a chapter has a newer version
+when `chapters/` no longer has that digest. Saving your copy, or touching a file, changes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -27,6 +34,7 @@ from coursetools import notebooks
 
 WORKSPACE = notebooks.REPO_ROOT / "my-work"
 OLD = ".old"
+RECORD = ".copies.json"  # {chapter file name: SHA-256 of the chapters/ file when it was copied}
 
 
 class WorkspaceError(ValueError):
@@ -35,6 +43,29 @@ class WorkspaceError(ValueError):
 
 def chapters(source: Path | None = None) -> list[Path]:
     return sorted((source or notebooks.CHAPTERS).glob("[0-9][0-9]_*.ipynb"))
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def recorded(workspace: Path) -> dict[str, str]:
+    """The digests recorded when the chapters were copied ({} if none, or if the record is unreadable)."""
+    try:
+        record = json.loads((workspace / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in record.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(record, dict) else {}
+
+
+def _copy(chapter: Path, target: Path) -> None:
+    """Copy one chapter and record the digest of what was copied."""
+    data = chapter.read_bytes()
+    target.write_bytes(data)
+    record = recorded(target.parent)
+    record[chapter.name] = hashlib.sha256(data).hexdigest()
+    (target.parent / RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def create(workspace: Path = WORKSPACE, source: Path | None = None) -> list[Path]:
@@ -46,7 +77,7 @@ def create(workspace: Path = WORKSPACE, source: Path | None = None) -> list[Path
     for chapter in chapters(source):
         target = workspace / chapter.name
         if not target.exists():
-            shutil.copy2(chapter, target)
+            _copy(chapter, target)
             copied.append(target)
     return copied
 
@@ -80,18 +111,28 @@ def reset(prefix: str, workspace: Path = WORKSPACE, source: Path | None = None) 
             moved = old / f"{chapter.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{counter}.ipynb"
             counter += 1
         shutil.move(str(target), moved)
-    shutil.copy2(chapter, target)
+    _copy(chapter, target)
     return target, moved
 
 
 def status(workspace: Path = WORKSPACE, source: Path | None = None) -> list[str]:
-    """One line per chapter: missing from the workspace, or present (and whether chapters/ is newer)."""
+    """One line per chapter: missing from the workspace, or yours (and whether chapters/ has changed since
+    it was copied, judged by content: the digest recorded at the copy against the chapter's digest now)."""
     lines = []
+    record = recorded(workspace)
     for chapter in chapters(source):
         mine = workspace / chapter.name
+        now = digest(chapter)
         if not mine.exists():
             lines.append(f"{chapter.stem}: not in {workspace.name}/ yet (run `python -m coursetools.workspace`)")
-        elif chapter.stat().st_mtime > mine.stat().st_mtime + 1:
+        elif chapter.name not in record:
+            if digest(mine) == now:
+                lines.append(f"{chapter.stem}: yours (the same as chapters/)")
+            else:
+                lines.append(f"{chapter.stem}: yours; copied without a record of its version, so whether "
+                             f"chapters/ is newer is unknown (`reset {chapter.name[:2]}` takes chapters/ "
+                             "now, keeping yours in .old/)")
+        elif record[chapter.name] != now:
             lines.append(f"{chapter.stem}: yours; chapters/ has a newer version (`reset {chapter.name[:2]}` "
                          "takes it, keeping yours in .old/)")
         else:
@@ -108,11 +149,18 @@ def lab_command(workspace: Path = WORKSPACE, extra: list[str] | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Your workspace: copies of the chapters in my-work/.")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    jupyter_args: list[str] = []
+    if argv[:1] == ["lab"]:  # everything after `lab` belongs to JupyterLab, options included
+        argv, jupyter_args = ["lab"], argv[1:]
+        if jupyter_args[:1] == ["--"]:
+            jupyter_args = jupyter_args[1:]
+    parser = argparse.ArgumentParser(prog="python -m coursetools.workspace",
+                                     description="Your workspace: copies of the chapters in my-work/.")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("create", help="copy the chapters you do not have yet (the default)")
-    lab = sub.add_parser("lab", help="create the workspace if needed and open JupyterLab on it")
-    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER, help="passed to JupyterLab")
+    sub.add_parser("lab", help="create the workspace if needed and open JupyterLab on it; every argument "
+                               "after `lab` is passed to JupyterLab (e.g. --no-browser --port=8888)")
     reset_parser = sub.add_parser("reset", help="a fresh copy of one chapter (yours moves to my-work/.old/)")
     reset_parser.add_argument("chapter", help="its number, for example 03")
     sub.add_parser("status", help="which chapters you have")
@@ -130,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         if copied:
             print(f"copied {len(copied)} chapter(s) into {WORKSPACE.name}/: " + ", ".join(p.stem for p in copied))
         if args.command == "lab":
-            command = lab_command(extra=args.jupyter_args)
+            command = lab_command(extra=jupyter_args)
             print("opening JupyterLab on my-work/:", " ".join(command[1:]), flush=True)
             if os.name == "nt":  # os.execv does not replace the process on Windows
                 import subprocess

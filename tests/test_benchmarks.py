@@ -49,3 +49,19 @@ def test_a_page_elsewhere_links_its_own_figures(tmp_path):
     if "attention_ratios.png" in text:
         assert "](../figs/attention_ratios.png)" in text and (tmp_path / "figs" / "attention_ratios.png").exists()
     assert report.render() == (ROOT / "performance.md").read_text(), "rendering alone changes nothing"
+
+
+def test_a_quick_run_judges_no_target_on_the_page_as_on_the_console(tmp_path):
+    """Issue 27: a quick run printed "not judged" while its performance.md marked two targets "no"."""
+    import json
+    import shutil
+
+    for name in ("attention", "tiled", "memory"):
+        shutil.copy(ROOT / "benchmarks" / "results" / f"{name}.json", tmp_path / f"{name}.json")
+    full = report._targets(tmp_path)
+    assert full and "not judged" not in "\n".join(full)
+    data = json.loads((tmp_path / "tiled.json").read_text())
+    (tmp_path / "tiled.json").write_text(json.dumps({**data, "quick": True}))
+    rows = [line for line in report._targets(tmp_path) if line.startswith("| ") and "bound" not in line]
+    assert rows and all(line.endswith("| not judged (quick run) |") for line in rows), rows
+    assert report.missed_targets(tmp_path) == []

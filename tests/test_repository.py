@@ -22,10 +22,12 @@ def test_ci_runs_the_readme_test_command_verbatim():
 
 
 def test_ci_installs_what_the_readme_set_up_installs():
+    """CI runs the README's set-up command itself, with the README's options for "Run every check"."""
     setup = _readme_block_after("## Set up and open the course")
-    ci = (ROOT / ".ci" / "run").read_text()
-    for step in setup.split("&&")[:-1]:  # all but opening JupyterLab
-        assert step.strip().split()[0] in ci and "requirements.txt" in ci and "npm ci" in ci
+    everything = _readme_block_after("Install first (once)")
+    assert everything.startswith(f"{setup} --full --no-lab && npm ci"), everything
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert f"{setup} --full --no-lab" in ci and any(line.startswith("npm ci") for line in ci)
 
 
 def test_requirements_pin_what_the_course_depends_on():
