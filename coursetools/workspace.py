@@ -141,8 +141,9 @@ def status(workspace: Path = WORKSPACE, source: Path | None = None) -> list[str]
 
 
 def lab_command(workspace: Path = WORKSPACE, extra: list[str] | None = None) -> list[str]:
-    """The JupyterLab command line: root folder the workspace, --allow-root when run as root."""
-    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={workspace}"]
+    """The JupyterLab command line: root folder the workspace, --allow-root when run as root, and no
+    "Would you like to receive official Jupyter news?" prompt (news off: the course runs offline)."""
+    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={workspace}", "--LabApp.news_url=None"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     return command + list(extra or [])

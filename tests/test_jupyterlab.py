@@ -42,7 +42,7 @@ def jupyterlab(tmp_path):
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     command = workspace.lab_command(work, [
         "--no-browser", f"--port={port}", "--ip=127.0.0.1", "--ServerApp.token=", "--ServerApp.password=",
-        "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=", "--ServerApp.open_browser=False"])
+        "--ServerApp.disable_check_xsrf=True", "--ServerApp.open_browser=False"])  # news off: lab_command
     assert command[0] == sys.executable
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     base = f"http://127.0.0.1:{port}"
