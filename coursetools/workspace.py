@@ -140,6 +140,19 @@ def status(workspace: Path = WORKSPACE, source: Path | None = None) -> list[str]
     return lines
 
 
+# JupyterLab's defaults for the course (labconfig/default_setting_overrides.json): no "Would you like to
+# get notified about official Jupyter news?" prompt and no update check (the course runs offline). A
+# learner's own settings still win; the folder joins JUPYTER_CONFIG_PATH only for the Lab we start.
+LAB_CONFIG = Path(__file__).resolve().parent / "lab_config"
+
+
+def lab_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with the course's Lab defaults on JUPYTER_CONFIG_PATH."""
+    env = dict(os.environ if env is None else env)
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in (str(LAB_CONFIG), env.get("JUPYTER_CONFIG_PATH")) if p)
+    return env
+
+
 def lab_command(workspace: Path = WORKSPACE, extra: list[str] | None = None) -> list[str]:
     """The JupyterLab command line: root folder the workspace, --allow-root when run as root, and no
     "Would you like to receive official Jupyter news?" prompt (news off: the course runs offline)."""
@@ -184,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             if os.name == "nt":  # os.execv does not replace the process on Windows
                 import subprocess
 
-                return subprocess.call(command)
-            os.execv(command[0], command)
+                return subprocess.call(command, env=lab_environment())
+            os.execve(command[0], command, lab_environment())
         elif not copied:
             print(f"{WORKSPACE.name}/ already has every chapter (see `status`)")
         return 0

@@ -4,7 +4,6 @@ does), runs every chapter, renders MyST, and every widget responds."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ def jupyterlab(tmp_path):
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     port = free_port()
     # Settings and workspaces of its own: a shared workspace would reopen earlier tests' notebooks.
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+    env = {**workspace.lab_environment(), "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     command = workspace.lab_command(work, [

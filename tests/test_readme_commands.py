@@ -228,8 +228,13 @@ def test_the_remote_lab_command_works_as_written(tmp_path):
         assert {p.name for p in CHAPTERS} <= listed, "JupyterLab's root is my-work/, with every chapter"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=30) as page:
             config = re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page.read().decode(), re.S)
-        # Issue 30.6: a fresh learner is not greeted by the "Jupyter news?" prompt (the news feed is off).
+        # Issue 30.6: a fresh learner is not greeted by the "Jupyter news?" prompt: the news feed is off
+        # and the setting that the prompt asks about defaults to "false" (the prompt shows only at "none").
         assert config and json.loads(config.group(1))["news"] == {"disabled": True}
+        settings_url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification"
+        with urllib.request.urlopen(f"{settings_url}?token={token}", timeout=30) as page:
+            schema = json.load(page)["schema"]["properties"]
+        assert schema["fetchNews"]["default"] == "false" and schema["checkForUpdates"]["default"] is False
     finally:
         proc.terminate()
         try:
