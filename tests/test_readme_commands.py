@@ -336,3 +336,42 @@ def test_the_handin_check_names_the_heading_and_says_its_exit_status(tmp_path):
     assert "Exit status" in README.split("coursetools.handin my-work/", 1)[1][:1500], (
         "README says what it returns"
     )
+
+
+# --- the workspace commands --------------------------------------------------------------------------
+
+
+def test_the_workspace_commands_work_as_written(tmp_path):
+    """The README's `status` and `reset 03`, in a copy of the course: status judges by content (a touch of
+    chapters/ is no new version, an edit is, whatever the file times), and reset keeps the old copy."""
+    commands = {}
+    for line in bash_blocks("## Your workspace")[0].splitlines():
+        argv = shlex.split(line.split("#")[0])
+        commands[argv[3]] = venv_argv(argv)
+    assert set(commands) == {"lab", "status", "reset"}, commands
+    course = tmp_path / "course"
+    shutil.copytree(
+        ROOT / "coursetools", course / "coursetools", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copytree(ROOT / "chapters", course / "chapters")
+    env = {**os.environ, "PYTHONPATH": str(course)}
+
+    def run(argv):
+        done = subprocess.run(argv, cwd=course, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.splitlines()
+
+    run([sys.executable, "-m", "coursetools.workspace"])  # what the set-up does with --no-lab
+    chapter = next((course / "chapters").glob("03_*.ipynb"))
+    mine = course / "my-work" / chapter.name
+    os.utime(chapter, (time.time() + 3600, time.time() + 3600))
+    assert all(line.endswith(": yours") for line in run(commands["status"])), "a touch is no new version"
+    chapter.write_text(chapter.read_text().replace('"cells": [', '"cells": [\n  ', 1))
+    mine.write_text(mine.read_text() + "\n")  # the learner saves after the update
+    status = {line.split(":")[0]: line for line in run(commands["status"])}
+    assert "chapters/ has a newer version" in status[chapter.stem], status[chapter.stem]
+    assert sum("newer" in line for line in status.values()) == 1
+    said = run(commands["reset"])
+    assert said[0].startswith(f"my-work/{chapter.name} is a fresh copy") and "my-work/.old/" in said[0]
+    assert run(commands["status"])[2] == f"{chapter.stem}: yours"
+    assert mine.read_text() == chapter.read_text()
