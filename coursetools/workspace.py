@@ -30,9 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-from coursetools import notebooks
-
-WORKSPACE = notebooks.REPO_ROOT / "my-work"
+# Standard library only (no nbformat): the set-up runs this module, and `lab` starts without delay.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = REPO_ROOT / "chapters"
+WORKSPACE = REPO_ROOT / "my-work"
 OLD = ".old"
 RECORD = ".copies.json"  # {chapter file name: SHA-256 of the chapters/ file when it was copied}
 
@@ -42,7 +43,7 @@ class WorkspaceError(ValueError):
 
 
 def chapters(source: Path | None = None) -> list[Path]:
-    return sorted((source or notebooks.CHAPTERS).glob("[0-9][0-9]_*.ipynb"))
+    return sorted((source or CHAPTERS).glob("[0-9][0-9]_*.ipynb"))
 
 
 def digest(path: Path) -> str:

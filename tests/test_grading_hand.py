@@ -8,6 +8,7 @@ import sys
 
 from course_paths import ROOT
 
+from coursetools.grading import grade, hand
 from coursetools.grading.grade import FIELDS, NEEDS_MANUAL
 
 README = (ROOT / "README.md").read_text()
@@ -76,3 +77,7 @@ def test_a_mark_out_of_range_is_refused_with_its_line(tmp_path):
     done = run(tmp_path)
     assert done.returncode == 2 and "line 2" in done.stderr and "outside 0 to 3" in done.stderr
     assert not (grades / "final-gradebook.csv").exists()
+
+
+def test_the_command_reads_the_columns_the_grader_writes():
+    assert hand.FIELDS == grade.FIELDS and hand.NEEDS_MANUAL == grade.NEEDS_MANUAL
