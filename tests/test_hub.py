@@ -114,6 +114,7 @@ def test_hub_serves_collects_and_grades_a_class(hub, class_users, tmp_path):
         _wait_for_server(hub, account.pw_name, tokens[key], ready=True)
 
     chapters = sorted(p.name for p in (ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+    runs = {}
     for key, account in class_users.items():
         user, token = account.pw_name, tokens[key]
         base = f"{hub.url}/user/{user}/api"
@@ -129,18 +130,24 @@ def test_hub_serves_collects_and_grades_a_class(hub, class_users, tmp_path):
                                 json={"path": name, "name": name, "type": "notebook", "kernel": {"name": "python3"}})
         assert session.status_code == 201, session.text
         ws = f"ws://127.0.0.1:{hub.port}/user/{user}/api/kernels/{session.json()['kernel']['id']}/channels"
-        state = STATES[key]
-        notebook = _answered(notebook, course, state)
+        notebook = _answered(notebook, course, STATES[key])
         sources = [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
                    for c in notebook["cells"] if c["cell_type"] == "code"]
         other_home = class_users["a" if key != "a" else "b"].pw_dir
         probe = ("import json, os, utils\n"
                  f"print(json.dumps([os.getuid(), utils.__file__, os.path.exists({str(ROOT / 'solutions')!r}), "
                  f"os.path.exists({other_home!r}), os.getcwd()]))")
-        results = asyncio.run(run_cells(ws, token, [probe, *sources], CELL_TIMEOUT))
+        runs[key] = (base, headers, notebook, ws, [probe, *sources])
+
+    async def run_all():  # the three students work at the same time
+        return await asyncio.gather(*(run_cells(ws, tokens[key], cells, CELL_TIMEOUT)
+                                      for key, (_, _, _, ws, cells) in runs.items()))
+
+    for (key, (base, headers, notebook, _, _)), results in zip(runs.items(), asyncio.run(run_all())):
+        account, state = class_users[key], STATES[key]
         uid, utils_file, sees_solutions, sees_other, cwd = json.loads(results[0]["stdout"])
         # The kernel: the course environment, as the user, importing the hub's learner copy of utils,
-        # with no view of the answer key or of another student's home.
+        # with no view of the answer key or of another student's home, in ~/my-work.
         assert uid == account.pw_uid
         assert utils_file.startswith(str(hub.state / "course" / "utils")), utils_file
         assert not sees_solutions and not sees_other
@@ -300,3 +307,66 @@ def test_collect_never_writes_into_a_home_and_replaces_a_previous_collection(col
     again = _collect([p], out)
     assert again.returncode == 0 and f"nothing to hand in (1 of 1): {p.pw_name}" in again.stdout
     assert not (out / p.pw_name).exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# Scale-out on paper: the Zero to JupyterHub values and the single-user image's Dockerfile
+
+Z2JH = ROOT / "coursetools" / "hub" / "zero-to-jupyterhub"
+DOCKER_INSTRUCTIONS = {"FROM", "ARG", "RUN", "WORKDIR", "COPY", "ENV", "USER", "EXPOSE", "CMD"}
+
+
+def _dockerfile() -> list[tuple[str, str]]:
+    """(instruction, arguments), continuation lines joined, comments dropped."""
+    lines, current = [], ""
+    for raw in (Z2JH / "Dockerfile").read_text().splitlines():
+        if not current and (not raw.strip() or raw.lstrip().startswith("#")):
+            continue
+        current += raw.rstrip().removesuffix("\\") + " "
+        if not raw.rstrip().endswith("\\"):
+            lines.append(current.strip())
+            current = ""
+    assert not current, "a continuation line runs off the end"
+    parsed = [(line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "") for line in lines]
+    assert {i for i, _ in parsed} <= DOCKER_INSTRUCTIONS, parsed
+    return parsed
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].split(";", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==")
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def test_the_single_user_image_and_helm_values_name_the_versions_the_requirements_pin():
+    import yaml
+
+    docker = _dockerfile()
+    args = dict(a.split("=", 1) for i, a in docker if i == "ARG" and "=" in a)
+    learner, everything = _pins(ROOT / "requirements-learner.txt"), _pins(ROOT / "requirements.txt")
+    assert args["TORCH_VERSION"] == learner["torch"] == everything["torch"]
+    assert args["JUPYTERHUB_VERSION"] == everything["jupyterhub"]
+    run = " ".join(a for i, a in docker if i == "RUN")
+    # torch's CPU build from PyTorch's index, then the learner's whole set (every other version), then jupyterhub
+    assert 'pip install --no-cache-dir "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu' in run
+    assert "pip install --no-cache-dir -r requirements-learner.txt" in run
+    assert 'pip install --no-cache-dir "jupyterhub==${JUPYTERHUB_VERSION}"' in run
+    assert run.index("torch==") < run.index("-r requirements-learner.txt") < run.index("jupyterhub==")
+    copied = [src.rstrip("/") for i, a in docker if i == "COPY" for src in a.split()[:-1]]
+    assert "solutions" not in " ".join(copied)
+    assert set(copied) >= {"utils", "coursetools", "chapters", "requirements-learner.txt"}
+    assert all((ROOT / c).exists() for c in copied)
+    cmd = json.loads(next(a for i, a in docker if i == "CMD"))
+    env = dict(part.split("=", 1) for i, a in docker if i == "ENV" for part in a.split())
+    values = yaml.safe_load((Z2JH / "values.yaml").read_text())
+    single = values["singleuser"]
+    assert single["image"]["tag"] == f"torch{args['TORCH_VERSION']}-jupyterhub{args['JUPYTERHUB_VERSION']}"
+    assert single["cmd"] == cmd == ["python", "-m", "coursetools.hub.singleuser"]
+    assert single["extraEnv"] == env
+    assert env["PYTHONPATH"] == next(a for i, a in docker if i == "WORKDIR")  # where COPY put the course
+    assert single["storage"]["homeMountPath"] == f"/home/{args['NB_USER']}"
+    assert values["hub"]["config"]["JupyterHub"]["authenticator_class"] != "dummy"
