@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     target = (HERE / "results" if args.record else HERE / "out") / "grading_throughput.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     data = json.loads(target.read_text()) if args.append and target.exists() else {}
-    data.update({"cores": os.cpu_count(), "students": args.students, "grader_args": extra,
-                 "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+    data.update({"cores": os.cpu_count(), "grader_args": extra,
+                 "when": data.get("when") or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     chapters = data.setdefault("chapters", {})
     for chapter in args.chapters:
         with tempfile.TemporaryDirectory(prefix="grading-throughput-") as tmp:
@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             for jobs in args.jobs:
                 row = measure_one(subs, Path(tmp) / f"grades-{jobs}", jobs, extra)
+                row["students"] = args.students
                 if row["after_reference_s"] is not None and row["notebooks"]:
                     row["per_notebook_s"] = round(row["after_reference_s"] / row["notebooks"], 2)
                     if row["grader_reported_cpu_s"] is not None:

@@ -179,6 +179,13 @@ class Hub:
                     proc.kill()
             except psutil.Error:
                 pass
+        # Anything else this hub started (a server's bubblewrap names the hub's state folder) is killed too.
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if proc.pid != os.getpid() and str(self.state) in " ".join(proc.info["cmdline"] or []):
+                    proc.kill()
+            except psutil.Error:
+                continue
 
 
 # --------------------------------------------------------------------------------------------------
