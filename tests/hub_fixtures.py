@@ -32,7 +32,7 @@ def requirement_problems() -> list[str]:
         problems.append("the hub serves Unix users on Linux")
     elif os.geteuid() != 0:
         problems.append("creating Unix users and running the hub need root")
-    for tool in ("useradd", "userdel", "setpriv", "bwrap"):
+    for tool in ("useradd", "userdel", "chpasswd", "setpriv", "bwrap"):
         if not any(os.access(os.path.join(d, tool), os.X_OK) for d in ("/usr/sbin", "/usr/bin", "/sbin", "/bin")):
             problems.append(f"{tool} is missing")
     if not (ROOT / "node_modules" / ".bin" / "configurable-http-proxy").exists():

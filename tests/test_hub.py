@@ -9,6 +9,9 @@ server's contents API; servers stopped; `python -m coursetools.hub collect`, the
 the three answers deserve. The hub, the proxy and every server are stopped at the end, also when the
 test fails (the fixtures' finalizers), and the users are deleted.
 
+One student also logs in through the login form with their Unix password (PAM, the hub's
+authenticator), and a wrong password is refused.
+
 The collect tests (links, an oversized file, a FIFO, a hard link, a file owned by someone else, a
 user with nothing, an --out inside a home) run the same command on users made for them.
 
@@ -22,6 +25,7 @@ import asyncio
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,6 +105,18 @@ def test_hub_serves_collects_and_grades_a_class(hub, class_users, tmp_path):
     mine.write_text('{"a notebook": "of my own"}')
     for path in (mine.parent, mine):
         os.chown(path, b.pw_uid, b.pw_gid)
+
+    # The production authenticator: a student logs in with their Unix password (PAM) through the login form.
+    a = class_users["a"]
+    password = f"pw-{os.urandom(8).hex()}"
+    subprocess.run(["chpasswd"], input=f"{a.pw_name}:{password}", text=True, check=True, capture_output=True)
+    for attempt, expected in ((password, 302), ("not-" + password, 403)):
+        browser = requests.Session()
+        form = browser.get(f"{hub.url}/hub/login", timeout=60)
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', form.text).group(1)
+        login = browser.post(f"{hub.url}/hub/login", allow_redirects=False, timeout=60,
+                             data={"username": a.pw_name, "password": attempt, "_xsrf": xsrf})
+        assert login.status_code == expected, (attempt == password, login.status_code, login.text[:300])
 
     tokens = {}
     for key, account in class_users.items():
