@@ -64,6 +64,28 @@ def measure_one(subs: Path, out: Path, jobs: int, extra: list[str]) -> dict:
             "load_before": round(load_before[0], 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
+def table(data: dict, class_size: int = 30) -> str:
+    """The README's table: per chapter, seconds per notebook at each --jobs, and a class of ``class_size``."""
+    lines = [f"| chapter | class graded | s per notebook, --jobs 1 | s per notebook, --jobs 2 | start and reference run (s) "
+             f"| CPU s per notebook | load average | a class of {class_size}, --jobs 2 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for chapter, rows in sorted(data["chapters"].items()):
+        by_jobs = {r["jobs"]: r for r in rows}
+        two = by_jobs.get(2)
+        if two is None:
+            continue
+        start = two["wall_s"] - two["after_reference_s"]
+        loads = [x for r in rows for x in (r["load_before"], r["load_after"])]
+        if two["students"] == class_size:
+            whole = f"{two['wall_s'] / 60:.0f} min (measured)"
+        else:
+            whole = f"about {(start + class_size * two['per_notebook_s']) / 60:.0f} min (estimated)"
+        one = f"{by_jobs[1]['per_notebook_s']:.1f}" if 1 in by_jobs else "not measured"
+        lines.append(f"| {chapter} | {two['students']} | {one} | {two['per_notebook_s']:.1f} | {start:.0f} | "
+                     f"{two['cpu_per_notebook_s']:.1f} | {min(loads):.0f}–{max(loads):.0f} | {whole} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chapters", nargs="+", default=["02", "09"])

@@ -386,3 +386,15 @@ def test_the_single_user_image_and_helm_values_name_the_versions_the_requirement
     assert env["PYTHONPATH"] == next(a for i, a in docker if i == "WORKDIR")  # where COPY put the course
     assert single["storage"]["homeMountPath"] == f"/home/{args['NB_USER']}"
     assert values["hub"]["config"]["JupyterHub"]["authenticator_class"] != "dummy"
+
+
+def test_the_readme_quotes_the_recorded_grading_times():
+    """The instructor's "a class of N takes about ..." table is the recorded measurement, not typed by hand."""
+    from benchmarks import grading_throughput
+
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "grading_throughput.json").read_text())
+    # every chapter measured is a chapter of the course (one added later is missing until measured)
+    assert set(recorded["chapters"]) <= {p.name[:2] for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")}
+    for rows in recorded["chapters"].values():
+        assert all(r["notebooks"] == r["students"] for r in rows)  # every generated notebook was graded
+    assert grading_throughput.table(recorded) in (ROOT / "README.md").read_text()
