@@ -267,6 +267,10 @@ def test_collect_refuses_links_fifos_big_and_foreign_files(collect_users, tmp_pa
     (work / other[6].name).write_text("{}")
     _as(p, work / other[6].name)
     os.link(work / other[6].name, Path(p.pw_dir) / "elsewhere.ipynb")
+    # a file p owns but cannot read (mode 000): root could, so collect must be reading as p
+    (work / other[7].name).write_text("{}")
+    _as(p, work / other[7].name)
+    os.chmod(work / other[7].name, 0)
     # q: my-work is a symlink to root's folder; r: nothing at all; s: a browser's copy with another case
     secret = tmp_path / "instructor-only"
     secret.mkdir(mode=0o700)
@@ -292,6 +296,7 @@ def test_collect_refuses_links_fifos_big_and_foreign_files(collect_users, tmp_pa
     assert f"{p.pw_name}: refused {other[4].name}: 3.0 MB, over the 2 MB limit" in report
     assert f"{p.pw_name}: refused {other[5].name}: owned by user id 0" in report
     assert f"{p.pw_name}: refused {other[6].name}: has 2 hard links" in report
+    assert f"{p.pw_name}: refused {other[7].name}: cannot be opened safely (Permission denied)" in report
     # q's link to an instructor's folder is not followed; r has nothing; both are reported.
     assert not (out / q.pw_name).exists() and not (out / r.pw_name).exists()
     assert "nothing to hand in (2 of 4)" in report
