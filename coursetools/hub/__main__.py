@@ -1,0 +1,5 @@
+import sys
+
+from coursetools.hub.cli import main
+
+sys.exit(main())
