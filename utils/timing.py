@@ -7,7 +7,8 @@ means a burst of load on a shared machine hits all of them alike, so their *rati
 when absolute times do not. Quote ratios measured side by side in one run.
 
 ``clock="cpu"`` measures the CPU time of the calling thread instead of the wall clock (``time.thread_time``:
-user and system time, page faults included). Other processes on a busy machine do not add to it, so a
+user and system time, page faults included). Time spent waiting while other processes hold the cores is
+not in it (they can still slow the work itself somewhat, through shared caches and memory bandwidth), so a
 ratio asserted on it survives a load that makes wall-clock times meaningless. It counts only the work done
 on the calling thread: use it on the CPU with ``torch.set_num_threads(1)`` (a GPU's work is not CPU time).
 """
