@@ -121,6 +121,12 @@ def _notebook_section(data: dict) -> list[str]:
         lines.append(f" Whole test suite: **{data['test_suite_seconds'] / 60:.1f} min**.")
     lines += ["", "| notebook | seconds |", "|---|---|"]
     lines += [f"| {name} | {seconds:.1f} |" for name, seconds in sorted(data["notebook_seconds"].items())]
+    missing = [f"{folder}/{path.name}" for folder in ("solutions", "chapters")
+               for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb"))
+               if f"{folder}/{path.name}" not in data["notebook_seconds"]]
+    if missing:
+        lines += ["", "Not in this record (no time measured on a quiet machine yet; `python -m benchmarks.run` adds them): "
+                  + ", ".join(f"`{name}`" for name in missing) + "."]
     return lines + [""]
 
 

@@ -84,6 +84,9 @@ def test_layer_norm_without_affine_and_constant_input():
         (lambda: LayerNorm(8), torch.randn(8).long(), TypeError, "floating-point"),
         (lambda: RMSNorm(8), [1.0] * 8, TypeError, "torch.Tensor"),
         (lambda: RMSNorm(4), torch.randn(2, 8), ValueError, "normalised shape"),
+        # the input on another device than the parameters (meta stands in for a GPU on a CPU-only machine)
+        (lambda: LayerNorm(8), torch.empty(3, 8, device="meta"), ValueError, r"x is on meta but the layer's weight \(gamma\) is on cpu"),
+        (lambda: RMSNorm(8), torch.empty(3, 8, device="meta"), ValueError, r"x is on meta but the layer's weight \(gamma\) is on cpu"),
     ],
 )
 def test_wrong_inputs_raise(make, x, error, fragment):

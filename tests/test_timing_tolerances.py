@@ -29,6 +29,34 @@ def test_interleaved_times_every_contender_and_orders_them_by_work():
     assert result["large"].min_s > result["small"].median_s
 
 
+def test_cpu_clock_counts_work_not_waiting():
+    """clock="cpu" is the calling thread's CPU time: a sleep (waiting, as when other processes hold the
+    cores) adds almost nothing to it, while the wall clock sees all of it."""
+    import time
+
+    def wait():
+        time.sleep(0.05)
+
+    a = torch.randn(128, 128)
+
+    def work():
+        for _ in range(50):
+            a @ a
+
+    cpu = timing.interleaved({"wait": wait, "work": work}, repeats=3, warmup=0, clock="cpu")
+    wall = timing.interleaved({"wait": wait}, repeats=3, warmup=0)
+    assert wall["wait"].min_s >= 0.05
+    assert cpu["wait"].median_s < 0.01  # a sleep costs no CPU time
+    assert cpu["work"].min_s > 0
+
+
+def test_cpu_clock_refuses_a_gpu_and_unknown_clocks():
+    with pytest.raises(ValueError, match="clock='cpu' measures CPU time"):
+        timing.interleaved({"f": lambda: None}, clock="cpu", device="cuda")
+    with pytest.raises(ValueError, match="clock must be 'wall' or 'cpu', got 'gpu'"):
+        timing.interleaved({"f": lambda: None}, clock="gpu")
+
+
 @pytest.mark.parametrize("bad", [{"repeats": 0}, {"warmup": -1}, {"repeats": 1.5}])
 def test_interleaved_rejects_bad_counts(bad):
     with pytest.raises(ValueError, match="repeats|warmup"):

@@ -27,13 +27,16 @@ def _as_shape(normalized_shape: object) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _check_input(x: object, shape: tuple[int, ...]) -> None:
+def _check_input(x: object, shape: tuple[int, ...], weight: torch.Tensor | None = None) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
         raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
     if x.dim() < len(shape) or tuple(x.shape[x.dim() - len(shape):]) != shape:
         raise ValueError(f"x must end in the normalised shape {shape}, got shape {tuple(x.shape)}")
+    if weight is not None and x.device != weight.device:
+        raise ValueError(f"x is on {x.device} but the layer's weight (gamma) is on {weight.device}: "
+                         "move the module or the input (.to(device)) so that they match")
 
 
 class LayerNorm(nn.Module):
@@ -57,7 +60,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(self.normalized_shape)) if elementwise_affine and bias else None  # beta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.normalized_shape)
+        _check_input(x, self.normalized_shape, self.weight)
         dims = tuple(range(-len(self.normalized_shape), 0))  # the normalised axes
         h = x.float() if x.dtype in _HALF else x  # accumulate half precision in float32
         mean = h.mean(dim=dims, keepdim=True)  # (..., 1, ..., 1)
@@ -88,7 +91,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(self.normalized_shape)) if elementwise_affine else None  # gamma
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.normalized_shape)
+        _check_input(x, self.normalized_shape, self.weight)
         dims = tuple(range(-len(self.normalized_shape), 0))
         h = x.float() if x.dtype in _HALF else x
         eps = torch.finfo(h.dtype).eps if self.eps is None else self.eps
@@ -116,18 +119,22 @@ class NormStack(nn.Module):
         self.final_norm = LayerNorm(d_model) if norm_first else nn.Identity()
         self.head = nn.Linear(d_model, vocab)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (B, T) of torch.long, T <= max_len -> logits (B, T, vocab)."""
+    def residual_stream(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """The residual stream x_0 (the embeddings), x_1, ..., x_depth (after each block), each (B, T, d)."""
         if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
             got = f"{tokens.dtype} of shape {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor) else type(tokens).__name__
             raise ValueError(f"tokens must be a (B, T) tensor of torch.long, got {got}")
         if tokens.size(1) > self.max_len:
             raise ValueError(f"tokens has {tokens.size(1)} positions, more than max_len={self.max_len}")
         positions = torch.arange(tokens.size(1), device=tokens.device)  # (T,)
-        x = self.embed(tokens) + self.pos(positions)  # (B, T, d)
+        states = [self.embed(tokens) + self.pos(positions)]  # (B, T, d)
         for block in self.blocks:
-            x = block(x)
-        return self.head(self.final_norm(x))  # (B, T, vocab)
+            states.append(block(states[-1]))
+        return states
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) of torch.long, T <= max_len -> logits (B, T, vocab)."""
+        return self.head(self.final_norm(self.residual_stream(tokens)[-1]))  # (B, T, vocab)
 
 
 def position_reversal_batch(
@@ -162,8 +169,9 @@ def train_norm_stack(
     ``grad_last`` (norms of the gradient of the first and last block's second FFN weight); for the first
     ``probe_steps`` steps, ``spread``: how much the predictions differ between inputs (mean total-variation
     distance between each position's predicted distribution and their average over 64 fixed sequences;
-    0 = the same prediction whatever the input). At the end ``test_accuracy``: [token accuracy on 512
-    fresh sequences].
+    0 = the same prediction whatever the input). At the end, on 512 fresh sequences: ``test_accuracy``
+    ([token accuracy]), ``stream_norm`` (mean norm of each token's residual stream x_0, ..., x_depth) and
+    ``block_update`` (for each block, the mean of ||x_{l+1} - x_l|| / ||x_l||: how much it changes the stream).
     """
     if schedule not in ("linear", "paper"):
         raise ValueError(f"schedule must be 'linear' or 'paper', got {schedule!r}")
@@ -201,6 +209,9 @@ def train_norm_stack(
     with torch.no_grad():
         tokens, targets = position_reversal_batch(512, length, vocab, data, device)
         history["test_accuracy"] = [(model(tokens).argmax(-1) == targets).float().mean().item()]
+        states = model.residual_stream(tokens)  # depth + 1 tensors (512, T, d)
+        history["stream_norm"] = [x.norm(dim=-1).mean().item() for x in states]
+        history["block_update"] = [((b - a).norm(dim=-1) / a.norm(dim=-1)).mean().item() for a, b in zip(states, states[1:])]
     return history
 
 

@@ -7,8 +7,9 @@ explained in the book's appendix (tolerances.md).
 * Accelerators reorder sums, so they get more room.
 * ``kernel="cudnn"``: cuDNN's RNNs may use TF32 tensor cores for float32 (``torch.backends.cudnn.allow_tf32``
   is True by default), a 10-bit mantissa, so a float32 comparison needs about 1e-2 relative.
-* ``kernel="fused"``: PyTorch's fused layers (the ``nn.TransformerEncoderLayer`` fast path, SDPA's flash and
-  memory-efficient kernels) reorder the softmax and the sums; on CUDA they get the same room as TF32.
+* ``kernel="fused"``: PyTorch's fused layers (the ``nn.TransformerEncoderLayer`` fast path, SDPA's fused kernels:
+  in float32 the memory-efficient one, since flash takes only float16 and bfloat16) reorder the softmax and
+  the sums; on CUDA they get the same room as TF32.
 * Half precision: float16 keeps 11 bits of mantissa (about 5e-4 per rounding), bfloat16 8 bits (about 4e-3),
   so a few roundings in a row need about 1e-2 and 2e-2.
 """

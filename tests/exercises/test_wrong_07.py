@@ -24,6 +24,18 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     return (x - mean) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * gamma
 """, visible="beta is missing"),
+        Wrong("one-pass variance E[x^2] - E[x]^2 (cancels in float32 off-centre: NaN at 3000)", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = (x * x).mean(-1, keepdim=True) - mean**2
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+""", visible="cancels catastrophically"),
+        Wrong("one-pass variance clamped at 0 (no NaN, still wrong off-centre)", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x * x).mean(-1, keepdim=True) - mean**2).clamp_min(0)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+""", visible="cancels catastrophically"),
         Wrong("divides by the standard deviation of torch.std (unbiased), no eps", """
 def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True) * gamma + beta

@@ -127,6 +127,14 @@ def attention_crossover(d, c):
 def attention_crossover(d, c):
     return c * d / 4
 """, visible="the LSTM of section 2"),
+        Wrong("rounded down to a whole length", """
+def attention_crossover(d, c):
+    return float(max(0, (c - 8) * d // 4))
+""", visible="need not be a whole number"),
+        Wrong("hard-coded the LSTM's answer", """
+def attention_crossover(d, c):
+    return 2.0 * d if c == 16 else 0.0
+""", visible="positive number"),
     ],
 }
 

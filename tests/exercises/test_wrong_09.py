@@ -4,6 +4,21 @@ from wrong_answer_driver import Wrong, check_wrong_answers
 
 WRONG = {
     "ex09_1": [
+        Wrong("the 1/sqrt(d_k) scale forgotten", """
+def masked_attention_lists(q, k, v, allowed):
+    scores = matmul(q, transpose(k))
+    out = []
+    for i, row in enumerate(scores):
+        kept = [j for j in range(len(row)) if allowed[i][j]]
+        if not kept:
+            out.append([0.0] * len(v[0]))
+            continue
+        biggest = max(row[j] for j in kept)
+        exps = [math.exp(row[j] - biggest) if allowed[i][j] else 0.0 for j in range(len(row))]
+        total = sum(exps)
+        out.append(matmul([[e / total for e in exps]], v)[0])
+    return out
+""", visible="without the scale"),
         Wrong("no maximum subtracted: overflows on large scores", """
 def masked_attention_lists(q, k, v, allowed):
     scale = 1.0 / math.sqrt(len(q[0]))
