@@ -281,3 +281,14 @@ def test_cost_formulas_against_p():
         assert costs["tensor parallel"]["sent"] == 4 * 2 * (p - 1) / p * 400
         assert costs["ring attention"]["memory"] == 4 * 64 * 64 / p
         assert costs["ring attention"]["largest_block"] == 4 * (64 / p) ** 2
+
+
+def test_the_widget_draws_the_ring_s_own_layout():
+    from utils.widgets.parallel import _readout, owner_grid, ring_widget
+
+    grid = owner_grid(P, "zigzag")
+    for rank in range(P):  # each rank computes its chunks' rows up to the diagonal: equal cells
+        assert int((grid == rank).sum()) == (2 * P + 1)
+    assert bool((owner_grid(P, "contiguous", is_causal=False) >= 0).all())
+    assert "[" + ", ".join(str(w) for w in ra.ring_work_per_rank(P, 1024, "zigzag")) + "]" in _readout(P, "zigzag", True)
+    assert repr(ring_widget()).startswith("Interactive widget")
