@@ -147,6 +147,7 @@ def ring_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o
     dK, dV is back on the rank that owns its chunk."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
     layout = chunk_layout(world_size, order)
+    _check_local(q, k, v, len(layout[0]))
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
     c = q.size(-2) // len(layout[0])
     qs, outs, lses, dos = (t.split(c, dim=-2) for t in (q, out, lse, grad_out))
