@@ -44,11 +44,11 @@ def shard_batch(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
 
 
 def train(model: nn.Module, batches, rank: int = 0, world_size: int = 1,
-          sync=None, lr: float = 1e-2) -> nn.Module:
-    """Adam on the mean squared error, each rank on its slice of every batch; ``sync(model)`` runs after
-    backward (a hand-written DDP's gradient averaging), before the optimizer step."""
+          sync=None, lr: float = 0.05) -> nn.Module:
+    """SGD with momentum on the mean squared error, each rank on its slice of every batch; ``sync(model)``
+    runs after backward (a hand-written DDP's gradient averaging), before the optimizer step."""
     device = next(model.parameters()).device
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     for x, y in batches:
         x, y = shard_batch(x, rank, world_size).to(device), shard_batch(y, rank, world_size).to(device)
         optimizer.zero_grad(set_to_none=True)

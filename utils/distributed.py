@@ -247,16 +247,19 @@ def collectives_demo(rank: int, world_size: int, n: int = 4096) -> dict[str, Any
 
 
 ADAM_BYTES_PER_PARAMETER = 16  # float32 value, gradient and Adam's two moments: 4 + 4 + 8 bytes
+MOMENTUM_BYTES_PER_PARAMETER = 12  # float32 value, gradient and SGD's momentum: 4 + 4 + 4 bytes
 
 
-def scheme_costs(world_size: int, n_params: int, activation_bytes: int, kv_bytes: int, length: int) -> dict[str, dict[str, float]]:
+def scheme_costs(world_size: int, n_params: int, activation_bytes: int, kv_bytes: int, length: int,
+                 state_bytes: int = ADAM_BYTES_PER_PARAMETER) -> dict[str, dict[str, float]]:
     """Per-rank memory and bytes sent per training step for each scheme on ``world_size`` ranks (ring
-    algorithms, float32 with Adam). ``n_params``: the model's parameters; ``activation_bytes``: one layer's
+    algorithms, float32). ``n_params``: the model's parameters; ``state_bytes``: bytes per parameter of
+    value, gradient and optimizer state (16 with Adam, 12 with SGD and momentum); ``activation_bytes``: one layer's
     input (B·T·d_model values) for tensor parallelism; ``kv_bytes``: K and V of the whole sequence for ring
     attention; ``length``: its sequence length N.
 
-    * DDP replicates 16 bytes per parameter and all-reduces the gradients: 2(p-1)/p · 4Ψ.
-    * FSDP keeps 16Ψ/p; it all-gathers the parameters in forward and again in backward and reduce-scatters the
+    * DDP replicates ``state_bytes`` per parameter (16Ψ with Adam) and all-reduces the gradients: 2(p-1)/p · 4Ψ.
+    * FSDP keeps 1/p of that; it all-gathers the parameters in forward and again in backward and reduce-scatters the
       gradients: 3(p-1)/p · 4Ψ.
     * Tensor parallelism (attention + FFN of one layer) keeps 1/p of the weights (4 bytes each) (replicated biases aside) and
       all-reduces the layer's activations twice per sublayer (forward and backward): 4 · 2(p-1)/p · activations.
@@ -267,11 +270,11 @@ def scheme_costs(world_size: int, n_params: int, activation_bytes: int, kv_bytes
     p = world_size
     grads = 4 * n_params
     return {
-        "DDP": {"memory": ADAM_BYTES_PER_PARAMETER * n_params, "sent": ring_bytes("all_reduce", grads, p),
-                "counted": "parameters, gradients, Adam state"},
-        "FSDP": {"memory": ADAM_BYTES_PER_PARAMETER * n_params / p,
+        "DDP": {"memory": state_bytes * n_params, "sent": ring_bytes("all_reduce", grads, p),
+                "counted": "parameters, gradients, optimizer state"},
+        "FSDP": {"memory": state_bytes * n_params / p,
                  "sent": 2 * ring_bytes("all_gather", grads, p) + ring_bytes("reduce_scatter", grads, p),
-                 "counted": "parameters, gradients, Adam state"},
+                 "counted": "parameters, gradients, optimizer state"},
         "tensor parallel": {"memory": 4 * n_params / p, "sent": 4 * ring_bytes("all_reduce", activation_bytes, p),
                             "counted": "weights (replicated biases aside)"},
         "ring attention": {"memory": 4 * length * length / p, "largest_block": 4 * (length / p) ** 2,
