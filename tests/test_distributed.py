@@ -1,0 +1,295 @@
+"""Chapter 13 (utils.distributed, data_parallel, tensor_parallel, ring_attention) on p = 4 processes.
+
+Every scheme equals its single-device reference under the tolerance policy, forward and gradients; the
+counted bytes and memory per rank equal the formulas; and the process helper returns results, reports a
+rank's exception, stops a hung group with a clear message and leaves no process behind. Each p = 4 run is
+one fork of four ranks (the workers run several cases each, to keep the number of runs small).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from utils import data_parallel as dp
+from utils import ring_attention as ra
+from utils import tensor_parallel as tp
+from utils.distributed import (
+    collectives_demo,
+    mismatched_collectives,
+    ring_bytes,
+    run_on_ranks,
+    scheme_costs,
+)
+from utils.tolerances import assert_close
+
+P = 4
+
+
+def _rank_and_sum(rank: int, world_size: int, offset: float = 0.0) -> dict:
+    t = torch.tensor([float(rank) + offset])
+    dist.all_reduce(t)
+    return {"rank": rank, "world": world_size, "sum": t, "backend": dist.get_backend()}
+
+
+def _raise_on_rank_1(rank: int, world_size: int) -> None:
+    if rank == 1:
+        raise ValueError("rank 1 fails on purpose")
+    dist.barrier()
+
+
+def _sleep(rank: int, world_size: int) -> None:
+    time.sleep(600)
+
+
+@pytest.fixture(scope="module")
+def collectives():
+    return run_on_ranks(collectives_demo, P)
+
+
+@pytest.fixture(scope="module")
+def data_parallel():
+    return run_on_ranks(dp.data_parallel_worker, P, steps=3), dp.single_process_reference(steps=3)
+
+
+@pytest.fixture(scope="module")
+def tensor_parallel():
+    return run_on_ranks(tp.tensor_parallel_worker, P)
+
+
+@pytest.fixture(scope="module")
+def ring():
+    return run_on_ranks(ra.ring_attention_worker, P, length=64)
+
+
+# -- the process helper ----------------------------------------------------------------------------
+
+
+def test_run_on_ranks_returns_every_rank_result_in_order():
+    results = run_on_ranks(_rank_and_sum, 3, offset=1.0)
+    assert [r["rank"] for r in results] == [0, 1, 2] and all(r["world"] == 3 for r in results)
+    assert all(r["sum"].item() == 0 + 1 + 2 + 3 and r["backend"] == "gloo" for r in results)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_rank_exception_reaches_the_caller_with_its_traceback():
+    with pytest.raises(RuntimeError, match=r"rank 1 of 2 raised:(.|\n)*ValueError: rank 1 fails on purpose"):
+        run_on_ranks(_raise_on_rank_1, 2, timeout=30)
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("fn", [mismatched_collectives, _sleep])
+def test_a_hung_group_times_out_and_leaves_nothing_running(fn):
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"ranks \[0, 1\] of 2 did not finish within 2 s"):
+        run_on_ranks(fn, 2, timeout=2)
+    assert time.monotonic() - start < 30  # stopped, not waited for (600 s of sleep)
+    assert multiprocessing.active_children() == []
+
+
+def test_run_on_ranks_validates_its_arguments():
+    with pytest.raises(TypeError, match="module-level function"):
+        run_on_ranks(lambda rank, world: rank, 2)
+    with pytest.raises(ValueError, match="world_size must be a positive int"):
+        run_on_ranks(_rank_and_sum, 0)
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        run_on_ranks(_rank_and_sum, 2, timeout=0)
+    with pytest.raises(ValueError, match="backend must be"):
+        run_on_ranks(_rank_and_sum, 2, backend="mpi")
+
+
+def test_the_rendezvous_port_is_free_and_fresh_each_run():
+    assert [r["sum"].item() for r in run_on_ranks(_rank_and_sum, 2)] == [1.0, 1.0]
+    assert [r["sum"].item() for r in run_on_ranks(_rank_and_sum, 2)] == [1.0, 1.0]  # no port left bound
+
+
+# -- collectives -----------------------------------------------------------------------------------
+
+
+def test_collectives_compute_what_the_table_says(collectives):
+    x = torch.stack([r["x"] for r in collectives])  # (p, 2p)
+    for rank, r in enumerate(collectives):
+        assert torch.equal(r["all_reduce"], x.sum(0))
+        assert torch.equal(r["all_gather"], x)
+        assert torch.equal(r["reduce_scatter"], x.sum(0).chunk(P)[rank])
+        assert torch.equal(r["broadcast"], x[0])
+        assert torch.equal(r["recv_from_previous"], x[(rank - 1) % P])
+
+
+def test_ring_all_reduce_equals_dist_all_reduce_and_sends_2_p_minus_1_over_p_n(collectives):
+    for r in collectives:
+        assert_close(r["ring_all_reduce"], r["dist_all_reduce"], what="ring all-reduce")
+        assert r["ring_bytes_sent"] == ring_bytes("all_reduce", 4096 * 4, P) == 2 * (P - 1) / P * 4096 * 4
+
+
+def test_ring_bytes_formulas():
+    assert ring_bytes("all_reduce", 800, 4) == 1200
+    assert ring_bytes("reduce_scatter", 800, 4) == ring_bytes("all_gather", 800, 4) == 600
+    assert ring_bytes("all_reduce", 800, 1) == 0 and ring_bytes("broadcast", 800, 1) == 0
+    with pytest.raises(ValueError, match="collective must be one of"):
+        ring_bytes("all_to_all", 800, 4)
+
+
+# -- data parallelism ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["naive", "bucketed", "torch_ddp", "fsdp"])
+def test_every_data_parallel_scheme_equals_one_process_on_the_whole_batch(data_parallel, scheme):
+    runs, reference = data_parallel
+    for rank, run in enumerate(runs):
+        for got, want in zip(run[scheme]["params"], reference["params"], strict=True):
+            assert_close(got, want, what=f"{scheme} rank {rank}")
+
+
+def test_the_equality_can_fail():
+    """The reference differs from a model trained on one rank's slice only: the comparison has teeth."""
+    alone = dp.train(dp.make_mlp(0), dp.regression_batches(0, 3, 32), rank=0, world_size=P)
+    reference = dp.single_process_reference(steps=3)
+    with pytest.raises(AssertionError):
+        for got, want in zip(dp.full_parameters(alone), reference["params"], strict=True):
+            assert_close(got, want)
+
+
+def test_bucketing_sends_fewer_messages_and_fsdp_holds_one_pth_of_the_state(data_parallel):
+    runs, reference = data_parallel
+    n_tensors = len(reference["params"])
+    assert runs[0]["naive"]["all_reduces_per_step"] == n_tensors
+    assert 1 < runs[0]["bucketed"]["all_reduces_per_step"] < n_tensors
+    full = reference["bytes"]
+    n_params = sum(t.numel() for t in reference["params"])
+    assert full == 12 * n_params  # value, gradient and SGD's momentum, float32
+    for run in runs:
+        assert run["torch_ddp"]["bytes"] == full == scheme_costs(P, n_params, 0, 0, 1, state_bytes=12)["DDP"]["memory"]
+        assert run["fsdp"]["bytes"] * P == full == scheme_costs(P, n_params, 0, 0, 1, state_bytes=12)["FSDP"]["memory"] * P
+
+
+# -- tensor parallelism ----------------------------------------------------------------------------
+
+
+def _tp_reference(name):
+    mha, ffn = tp.tp_reference_layers(0)
+    x, grad_out = tp.tp_inputs(0)
+    x = x.requires_grad_(True)
+    layer = mha if name == "attention" else ffn
+    y = mha(x, is_causal=True)[0] if name == "attention" else ffn(x)
+    y.backward(grad_out)
+    return layer, x, y
+
+
+@pytest.mark.parametrize("name", ["attention", "ffn"])
+def test_tensor_parallel_layer_equals_the_single_device_layer_forward_and_backward(tensor_parallel, name):
+    layer, x, y = _tp_reference(name)
+    for rank, run in enumerate(tensor_parallel):
+        got = run[name]
+        assert_close(got["output"], y, what=f"{name} output rank {rank}")
+        assert_close(got["grad_x"], x.grad, what=f"{name} input gradient rank {rank}")
+        if name == "attention":
+            cols = tp.shard_slice(layer.d_model, rank, P)
+            for proj in ("q_proj", "k_proj", "v_proj"):
+                assert_close(got["grads"][f"{proj}.weight"], getattr(layer, proj).weight.grad[cols])
+                assert_close(got["grads"][f"{proj}.bias"], getattr(layer, proj).bias.grad[cols])
+            assert_close(got["grads"]["out_proj.weight"], layer.out_proj.weight.grad[:, cols])
+            assert_close(got["grads"]["out_bias"], layer.out_proj.bias.grad)
+        else:
+            hidden = tp.shard_slice(layer.linear1.out_features, rank, P)
+            assert_close(got["grads"]["linear1.weight"], layer.linear1.weight.grad[hidden])
+            assert_close(got["grads"]["linear1.bias"], layer.linear1.bias.grad[hidden])
+            assert_close(got["grads"]["linear2.weight"], layer.linear2.weight.grad[:, hidden])
+            assert_close(got["grads"]["bias2"], layer.linear2.bias.grad)
+
+
+@pytest.mark.parametrize("name", ["attention", "ffn"])
+def test_tensor_parallel_communication_and_memory_are_counted(tensor_parallel, name):
+    layer, x, _ = _tp_reference(name)
+    n_bytes = x.numel() * 4
+    bias = (layer.out_proj.bias if name == "attention" else layer.linear2.bias).numel()
+    full = sum(p.numel() for p in layer.parameters())
+    for run in tensor_parallel:
+        assert run[name]["calls"] == {"forward": 1, "backward": 1}
+        assert run[name]["bytes"] == {"forward": ring_bytes("all_reduce", n_bytes, P)} | {"backward": ring_bytes("all_reduce", n_bytes, P)}
+        assert run[name]["weight_bytes"] == 4 * ((full - bias) // P + bias)
+
+
+def test_tensor_parallel_rejects_what_it_cannot_split():
+    mha, ffn = tp.tp_reference_layers(0)  # 8 heads, d_ff 64
+    with pytest.raises(ValueError, match="num_heads=8 does not split evenly over 3"):
+        tp.TensorParallelAttention(mha, 0, 3, tp.CommLog())
+    with pytest.raises(ValueError, match="does not split evenly over 5"):
+        tp.TensorParallelFeedForward(ffn, 0, 5, tp.CommLog())
+    with pytest.raises(TypeError, match="fused_qkv=False"):
+        tp.TensorParallelAttention(ffn, 0, 2, tp.CommLog())
+
+
+# -- ring attention --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [(False, "contiguous"), (True, "contiguous"), (True, "zigzag")])
+def test_ring_attention_equals_sdpa_on_the_whole_sequence_forward_and_backward(ring, case):
+    want = ra.sdpa_reference(0, case[0], length=64)
+    for name in ("out", "dq", "dk", "dv"):
+        got = ra.unshard_sequence([run[case][name] for run in ring], case[1])
+        assert_close(got, want[name], what=f"{case} {name}", kernel="fused")
+
+
+def test_a_causal_ring_with_the_wrong_mask_fails_the_comparison(ring):
+    want = ra.sdpa_reference(0, True, length=64)
+    got = ra.unshard_sequence([run[(False, "contiguous")]["out"] for run in ring], "contiguous")
+    with pytest.raises(AssertionError):
+        assert_close(got, want["out"], kernel="fused")
+
+
+@pytest.mark.parametrize("case", [(False, "contiguous"), (True, "contiguous"), (True, "zigzag")])
+def test_ring_work_memory_and_bytes_per_rank(ring, case):
+    is_causal, order = case
+    work = [run[case]["score_entries"] for run in ring]
+    assert work == ra.ring_work_per_rank(P, 64, order, is_causal)
+    if order == "zigzag":
+        assert len(set(work)) == 1
+    elif is_causal:
+        assert work == sorted(work) and work[-1] > 6 * work[0]
+    else:
+        assert work == [64 * 64 // P] * P  # N^2 / p each
+    chunk = 64 // (P if order == "contiguous" else 2 * P)
+    kv_bytes = 2 * 4 * 4 * 64 * 16  # K and V, (G = 4, N = 64, d = 16) float32
+    for run in ring:
+        assert run[case]["largest_block"] == chunk * chunk
+        assert run[case]["bytes_sent"] == scheme_costs(P, 0, 0, kv_bytes, 64)["ring attention"]["sent"]
+
+
+def test_sequence_sharding_round_trips_and_validates():
+    x = torch.arange(2 * 16 * 3, dtype=torch.float32).reshape(2, 16, 3)
+    for order in ra.ORDERS:
+        parts = [ra.shard_sequence(x, r, P, order) for r in range(P)]
+        assert torch.equal(ra.unshard_sequence(parts, order), x)
+    assert ra.chunk_layout(P, "zigzag") == [[0, 7], [1, 6], [2, 5], [3, 4]]
+    with pytest.raises(ValueError, match="order must be one of"):
+        ra.chunk_layout(P, "striped")
+    with pytest.raises(ValueError, match="does not split into 8 equal chunks"):
+        ra.shard_sequence(torch.zeros(1, 12, 2), 0, P, "zigzag")
+
+
+def test_cost_formulas_against_p():
+    for p in (1, 2, 4, 8):
+        costs = scheme_costs(p, 1000, 400, 800, 64)
+        assert costs["DDP"]["memory"] == 16_000 and costs["FSDP"]["memory"] == 16_000 / p  # Adam by default
+        assert scheme_costs(p, 1000, 400, 800, 64, state_bytes=12)["FSDP"]["memory"] == 12_000 / p
+        assert costs["DDP"]["sent"] == 2 * (p - 1) / p * 4000
+        assert costs["FSDP"]["sent"] == pytest.approx(1.5 * costs["DDP"]["sent"])
+        assert costs["tensor parallel"]["sent"] == 4 * 2 * (p - 1) / p * 400
+        assert costs["ring attention"]["memory"] == 4 * 64 * 64 / p
+        assert costs["ring attention"]["largest_block"] == 4 * (64 / p) ** 2
+
+
+def test_the_widget_draws_the_ring_s_own_layout():
+    from utils.widgets.parallel import _readout, owner_grid, ring_widget
+
+    grid = owner_grid(P, "zigzag")
+    for rank in range(P):  # each rank computes its chunks' rows up to the diagonal: equal cells
+        assert int((grid == rank).sum()) == (2 * P + 1)
+    assert bool((owner_grid(P, "contiguous", is_causal=False) >= 0).all())
+    assert "[" + ", ".join(str(w) for w in ra.ring_work_per_rank(P, 1024, "zigzag")) + "]" in _readout(P, "zigzag", True)
+    assert repr(ring_widget()).startswith("Interactive widget")
