@@ -302,3 +302,30 @@ def test_training_stops_when_solved_and_records_history() -> None:
     train_pairs_model(2, steps=30, check_every=10, history=history)
     assert [row[0] for row in history] == [10, 20, 30]
     assert all(0.0 <= value <= 1.0 for row in history for value in row[1:])
+
+
+_MHA_16_4 = MultiHeadAttention(16, 4)
+_X = torch.randn(2, 5, 16)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: _MHA_16_4(torch.randn(2, 5, 12)), ValueError, r"query must have shape .*d_model=16, got \(2, 5, 12\)"),
+        (lambda: _MHA_16_4(torch.randn(2, 2, 5, 16)), ValueError, r"query must have shape .*got \(2, 2, 5, 16\)"),
+        (lambda: _MHA_16_4(_X.double()), TypeError, r"query is torch\.float64 .* parameters are torch\.float32"),
+        (lambda: _MHA_16_4(_X, torch.randn(3, 5, 16), torch.randn(3, 5, 16)), ValueError,
+         r"query, key and value must have the same batch size, got shapes \(2, 5, 16\), \(3, 5, 16\)"),
+        (lambda: _MHA_16_4(_X, mask=torch.ones(5, 6, dtype=torch.bool)), ValueError,
+         r"mask of shape \(5, 6\) does not broadcast to \(B, h, T_q, T_k\) = \(2, 4, 5, 5\)"),
+        (lambda: _MHA_16_4(_X, mask=torch.ones(5, 5, dtype=torch.long)), TypeError, r"mask must be boolean .*torch\.int64"),
+        (lambda: _MHA_16_4(_X, key_padding_mask=torch.zeros(2, 6, dtype=torch.bool)), ValueError,
+         r"key_padding_mask must have shape \(B, T_k\) = \(2, 5\).*\(2, 6\)"),
+        (lambda: _MHA_16_4(_X, is_causal="no"), TypeError, r"is_causal, need_weights and average_weights must be True or False"),
+        (lambda: MultiHeadAttention(10, 4), ValueError, r"d_model=10 must be divisible by num_heads=4"),
+    ],
+    ids=["width", "rank", "dtype", "batch", "mask-shape", "mask-dtype", "padding-shape", "is_causal", "heads"],
+)
+def test_bad_inputs_raise_errors_that_name_the_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -105,13 +105,24 @@ def test_load_from_torch_refuses_another_configuration():
         EncoderBlock(D, H, D_FF).load_from_torch(layer)
     assert "norm_first" in str(info.value)
     with pytest.raises(ValueError, match="d_ff"):
-        DecoderBlock(D, H, 64).load_from_torch(nn.TransformerDecoderLayer(D, H, D_FF))
+        DecoderBlock(D, H, 64).load_from_torch(nn.TransformerDecoderLayer(D, H, D_FF, batch_first=True))
     with pytest.raises(ValueError, match="activation"):
-        DecoderBlock(D, H, D_FF, "gelu").load_from_torch(nn.TransformerDecoderLayer(D, H, D_FF))
+        DecoderBlock(D, H, D_FF, "gelu").load_from_torch(nn.TransformerDecoderLayer(D, H, D_FF, batch_first=True))
     with pytest.raises(TypeError, match="TransformerDecoderLayer"):
         DecoderBlock(D, H, D_FF).load_from_torch(nn.TransformerEncoderLayer(D, H, D_FF))
     with pytest.raises(ValueError, match="only relu and gelu"):
-        EncoderBlock.from_torch(nn.TransformerEncoderLayer(D, H, D_FF, activation=torch.tanh))
+        EncoderBlock.from_torch(nn.TransformerEncoderLayer(D, H, D_FF, activation=torch.tanh, batch_first=True))
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_from_torch_refuses_a_batch_first_false_layer(kind):
+    """A (T, B, d) layer would be copied without error and then attend along the batch axis: refused."""
+    layer = (nn.TransformerEncoderLayer if kind == "encoder" else nn.TransformerDecoderLayer)(D, H, D_FF)  # batch_first=False
+    block_class = EncoderBlock if kind == "encoder" else DecoderBlock
+    with pytest.raises(ValueError, match=r"layer\.batch_first must be True, got False"):
+        block_class.from_torch(layer)
+    with pytest.raises(ValueError, match=r"layer\.batch_first must be True, got False"):
+        block_class(D, H, D_FF).load_from_torch(layer)
 
 
 def test_dropout_is_active_in_training_only():

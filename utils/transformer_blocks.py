@@ -185,9 +185,21 @@ class _Block(nn.Module):
             "bias": layer.linear1.bias is not None,
         }
 
+    @staticmethod
+    def _check_batch_first(layer: nn.Module) -> None:
+        # A batch_first=False layer takes (T, B, d_model); our blocks take (B, T, d_model). Copying it would
+        # run without error and then attend along the wrong axis when given the layer's inputs: refuse.
+        if not layer.self_attn.batch_first:
+            raise ValueError(
+                "layer.batch_first must be True, got False: the course's blocks take (B, T, d_model) and the layer "
+                "takes (T, B, d_model); the weights are the same, so build the layer with batch_first=True "
+                "(or transpose its inputs and outputs yourself)"
+            )
+
     def _check_torch_layer(self, layer: nn.Module, kind: type) -> None:
         if not isinstance(layer, kind):
             raise TypeError(f"layer must be an nn.{kind.__name__}, got {type(layer).__name__}")
+        self._check_batch_first(layer)
         theirs = self._config_of(layer)
         ours = {name: getattr(self, name) for name in theirs}
         wrong = [f"{name}: layer has {theirs[name]!r}, block has {ours[name]!r}" for name in theirs
@@ -211,6 +223,7 @@ class _Block(nn.Module):
     def _from_torch(cls, layer: nn.Module, kind: type):
         if not isinstance(layer, kind):
             raise TypeError(f"layer must be an nn.{kind.__name__}, got {type(layer).__name__}")
+        cls._check_batch_first(layer)
         config = cls._config_of(layer)
         if _torch_activation(layer) is None:
             raise ValueError(f"only relu and gelu layers can be copied, got activation {layer.activation!r}")
@@ -472,9 +485,20 @@ class Seq2Seq(nn.Module):
 def greedy_decode(model: Seq2Seq, src: torch.Tensor, max_len: int) -> torch.Tensor:
     """Free-running decoding: one token per step, each step fed the model's own previous outputs.
 
-    Returns (B, max_len) token ids; after a sequence emits EOS it is padded with PAD.
+    Returns (B, max_len) token ids; after a sequence emits EOS it is padded with PAD (those positions
+    are not predictions). The model runs in eval mode (dropout off, so decoding is deterministic) and
+    is left in the mode it was in.
     """
     _check_positive_int(max_len, "max_len")
+    was_training = model.training
+    model.eval()
+    try:
+        return _greedy_steps(model, src, max_len)
+    finally:
+        model.train(was_training)
+
+
+def _greedy_steps(model: Seq2Seq, src: torch.Tensor, max_len: int) -> torch.Tensor:
     memory, allowed = model.encode(src)
     out = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
@@ -493,9 +517,13 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, max_len: int) -> torch.Tens
 def train_seq2seq(
     model: Seq2Seq, steps: int, lr: float = 3e-3, batch: int = 64, min_len: int = 2, max_len: int = 8,
     sampling_prob: float = 0.0, seed: int = 0, warmup: int = 20, snapshot_at: tuple[int, ...] = (),
+    cooldown: int = 0,
 ) -> tuple[list[float], dict[int, dict[str, torch.Tensor]]]:
     """Train with Adam on reversal; the model is left in eval mode. ``sampling_prob`` > 0 turns on
-    two-pass scheduled sampling.
+    two-pass scheduled sampling. The learning rate rises linearly over ``warmup`` steps, stays at
+    ``lr``, and falls linearly towards 0 over the last ``cooldown`` steps (0: no cool-down); before the
+    cool-down starts the schedule does not depend on ``steps``, so a snapshot taken then is the model a
+    shorter run would give.
 
     Two-pass scheduled sampling (Mihaylova & Martins, 2019): a first, gradient-free pass with
     teacher forcing gives the model's own predictions; each decoder input token after BOS is then
@@ -505,6 +533,8 @@ def train_seq2seq(
     """
     _check_positive_int(steps, "steps")
     _check_positive_int(warmup, "warmup")
+    if isinstance(cooldown, bool) or not isinstance(cooldown, int) or not 0 <= cooldown <= steps:
+        raise ValueError(f"cooldown must be an int in 0..steps={steps}, got {cooldown!r}")
     if not 0.0 <= sampling_prob <= 1.0:
         raise ValueError(f"sampling_prob must be in [0, 1], got {sampling_prob!r}")
     device = next(model.parameters()).device
@@ -512,7 +542,9 @@ def train_seq2seq(
     coin = torch.Generator().manual_seed(seed + 1)  # scheduled sampling's coin flips
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: min(1.0, (s + 1) / warmup))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda s: min(1.0, (s + 1) / warmup, (steps - s) / cooldown if cooldown else 1.0)
+    )
     losses = []
     model.train()
     for step in range(steps):
@@ -549,7 +581,9 @@ def reversal_scores(
     output position with the model's own prefix and with the gold prefix. ``free_correct``,
     ``teacher_correct``, ``real`` (B, T_dec): which positions were right, and which are scored.
     ``error_before`` (B, T_dec): the model's own prefix before this position held a mistake.
-    ``lengths`` (B,): the strings' lengths.
+    ``stopped_before`` (B, T_dec): the model had already written its own EOS before this position, so
+    free-running decoding made no prediction here (``greedy_decode`` writes PAD). ``lengths`` (B,):
+    the strings' lengths.
     """
     was_training = model.training
     model.eval()
@@ -560,6 +594,8 @@ def reversal_scores(
     free_ok, forced_ok = (free == tgt_out) & real, (forced == tgt_out) & real
     mistakes = (~free_ok & real).long()
     error_before = (torch.cumsum(mistakes, dim=1) - mistakes) > 0  # (B, T_dec)
+    own_eos = (free == EOS).long()
+    stopped_before = (torch.cumsum(own_eos, dim=1) - own_eos) > 0  # (B, T_dec): after the model's own EOS
     return {
         "exact": ((free == tgt_out) | ~real).all(1).float().mean(),
         "free": free_ok.sum(0) / real.sum(0),
@@ -568,6 +604,7 @@ def reversal_scores(
         "teacher_correct": forced_ok,
         "real": real,
         "error_before": error_before,
+        "stopped_before": stopped_before,
         "lengths": (src != PAD).sum(1),
     }
 
@@ -596,15 +633,19 @@ def exposure_bias_breakdown(scores: dict[str, torch.Tensor], length: int = 8) ->
     ``clean_gap``: the largest |teacher - free| accuracy difference over positions, on tokens whose own
     prefix was right (0 up to numerical ties). ``after_error_teacher`` / ``after_error_free``: accuracy
     on the tokens that follow an own mistake, with the gold prefix / with the model's own prefix, and
-    ``after_error_tokens`` their number. ``gap_at_length``: teacher - free accuracy by position over
-    the strings of exactly ``length`` letters (positions 1 .. length + 1, the last being EOS).
+    ``after_error_tokens`` their number; positions after the model's own EOS are left out (the model
+    made no prediction there) and counted in ``after_stop_tokens``. ``gap_at_length``: teacher - free
+    accuracy by position over the strings of exactly ``length`` letters (positions 1 .. length + 1,
+    the last being EOS), where a position after the model's own EOS counts as a missing, so wrong,
+    output token; ``stopped_at_length``: the share of those strings whose output had already ended
+    before each position.
     """
-    real, before = scores["real"], scores["error_before"]
+    real, before, stopped = scores["real"], scores["error_before"], scores["stopped_before"]
     free_ok, teacher_ok = scores["free_correct"], scores["teacher_correct"]
     clean = real & ~before  # (B, T_dec)
     per_position = (teacher_ok & clean).sum(0) - (free_ok & clean).sum(0)  # (T_dec,)
     clean_gap = (per_position.abs() / clean.sum(0).clamp(min=1)).max().item()
-    after = real & before
+    after = real & before & ~stopped  # the model made a prediction here, after a mistake of its own
     n_after = int(after.sum())
     same_length = scores["lengths"] == length  # (B,)
     if not same_length.any():
@@ -613,9 +654,11 @@ def exposure_bias_breakdown(scores: dict[str, torch.Tensor], length: int = 8) ->
     return {
         "clean_gap": clean_gap,
         "after_error_tokens": n_after,
+        "after_stop_tokens": int((real & before & stopped).sum()),
         "after_error_teacher": teacher_ok[after].float().mean().item() if n_after else float("nan"),
         "after_error_free": free_ok[after].float().mean().item() if n_after else float("nan"),
         "gap_at_length": gap[: length + 1].tolist(),
+        "stopped_at_length": stopped[same_length].float().mean(0)[: length + 1].tolist(),
     }
 
 
@@ -676,13 +719,13 @@ def frozen_units_experiment(
 
 
 def reversal_experiment(seed: int, device: torch.device | str = "cpu") -> dict[str, float]:
-    """Sections 5, 7, 8 and 10 for one seed: the trained model (300 steps), its copy after 120 steps, and a
-    120-step scheduled-sampling model (p = 0.5) from the same initial weights; the numbers the chapter
-    asserts, as plain floats."""
+    """Sections 5, 7, 8 and 10 for one seed: the trained model (300 steps, the last 100 cooling down), its
+    copy after 120 steps, and a 120-step scheduled-sampling model (p = 0.5) from the same initial weights;
+    the numbers the chapter asserts, as plain floats."""
     test = reversal_test_set(device)
     torch.manual_seed(seed)
     trained = Seq2Seq().to(device)
-    _, snaps = train_seq2seq(trained, steps=300, seed=seed, snapshot_at=(120,))
+    _, snaps = train_seq2seq(trained, steps=300, seed=seed, snapshot_at=(120,), cooldown=100)
     weak_model = Seq2Seq().to(device)
     weak_model.load_state_dict(snaps[120])
     weak_model.eval()
@@ -693,16 +736,21 @@ def reversal_experiment(seed: int, device: torch.device | str = "cpu") -> dict[s
     sampled_result = reversal_scores(sampled, *test)
     weak_parts = exposure_bias_breakdown(weak_result)
     sampled_parts = exposure_bias_breakdown(sampled_result)
-    gap = weak_parts["gap_at_length"]
+    gap, stopped = weak_parts["gap_at_length"], weak_parts["stopped_at_length"]
+    after_all = weak_parts["after_error_tokens"] + weak_parts["after_stop_tokens"]
     dead = ffn_dead_units(trained, test[0], test[1])
     return {
         "exact": reversal_scores(trained, *test)["exact"].item(),
         "alignment": cross_attention_alignment(trained, *test),
         "weak_exact": weak_result["exact"].item(),
         "clean_gap": weak_parts["clean_gap"],
+        "after_error_teacher": weak_parts["after_error_teacher"],
+        "after_error_free": weak_parts["after_error_free"],
         "after_error_gap": weak_parts["after_error_teacher"] - weak_parts["after_error_free"],
+        "after_stop_share": weak_parts["after_stop_tokens"] / after_all if after_all else 0.0,
         "gap8_first3_max": max(gap[:3]),
         "gap8_last3_mean": sum(gap[-3:]) / 3,
+        "stopped8_last3_mean": sum(stopped[-3:]) / 3,
         "scheduled_exact": sampled_result["exact"].item(),
         "scheduled_after_error_gap": sampled_parts["after_error_teacher"] - sampled_parts["after_error_free"],
         "dead": dead["dead"],

@@ -1,17 +1,24 @@
-"""Chapter 04's claims on five seeds: several heads make the split of two relations easy, not possible.
+"""Chapter 04's claims on the claim seeds (0-9): several heads make the split of two relations easy, not possible.
 
 The experiment is `utils.multihead.head_split_experiment` (exported from solutions/04), the function the
-notebook runs for seed 0; each test asserts the chapter's claims for one seed.
+notebook runs for seed 0. The thresholds were set on seeds 100-109 (never on 0-9). The notebook states
+the claims at the strength the ten claim seeds show, from the stored results
+(``python -m coursetools.claims 04`` writes ``utils/data/claims/04_head_split.json``).
 """
 
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
+import torch
 
 from utils.device import get_device
+from utils.evidence import CLAIM_SEEDS
 from utils.multihead import head_split_experiment
 
 pytestmark = [pytest.mark.claims, pytest.mark.usefixtures("one_thread")]
+MAX_STEPS = 3000  # head_split_experiment's default budget
 
 
 def reads_previous(on_prev: float, on_other: float) -> bool:
@@ -19,23 +26,50 @@ def reads_previous(on_prev: float, on_other: float) -> bool:
     return on_prev >= 2 * on_other or on_prev <= 0.5 * on_other
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_two_heads_split_the_relations_and_one_head_is_slower(seed: int) -> None:
-    result = head_split_experiment(seed, device=get_device())
+@cache
+def _head_split(seed: int) -> dict[str, float]:
+    """The numbers the chapter's claims are about, as plain floats (for the stored results too)."""
+    torch.set_num_threads(1)
+    result = head_split_experiment(seed, max_steps=MAX_STEPS, device=get_device())
     steps_two, steps_one = result["steps"][2], result["steps"][1]
     two, one = result["report"][2], result["report"][1]
-    prev_at_budget, _ = result["one_head_at_two_head_steps"]
-    print(f"seed {seed}: steps two heads {steps_two}, one head {steps_one}; one head's previous-token accuracy "
-          f"after {steps_two} steps {prev_at_budget:.3f}; two heads on_match {two['on_match']}, one head {one['on_match']}")
-    # Equal budget: two heads solve both relations quickly; one head, after as many steps, has not.
-    assert steps_two is not None and steps_two <= 1000
-    assert prev_at_budget < 0.3
-    # Possible: one head solves both too, later, with one blended distribution.
-    assert steps_one is not None and steps_one > steps_two
-    assert 0.3 < one["on_match"][0] < 0.8
-    assert reads_previous(one["on_prev"][0], one["on_other"][0])
-    # The split: one matching head, and another head that reads the previous token.
     match_head = max(range(2), key=lambda i: two["on_match"][i])
     other_head = 1 - match_head
-    assert two["on_match"][match_head] > 0.8 and two["on_match"][other_head] < 0.2
-    assert reads_previous(two["on_prev"][other_head], two["on_other"][other_head])
+    return {
+        "steps_two": float(steps_two if steps_two is not None else MAX_STEPS),
+        "two_heads_solved": float(steps_two is not None),
+        # a head count that did not solve the task within the budget counts as MAX_STEPS: a lower bound
+        "steps_one": float(steps_one if steps_one is not None else MAX_STEPS),
+        "one_head_solved": float(steps_one is not None),
+        "ratio": (steps_one if steps_one is not None else MAX_STEPS) / (steps_two or MAX_STEPS),
+        "one_head_prev_at_two_head_steps": float(result["one_head_at_two_head_steps"][0]),
+        "one_on_match": float(one["on_match"][0]),
+        "one_reads_previous": float(reads_previous(one["on_prev"][0], one["on_other"][0])),
+        "two_match_head_on_match": float(two["on_match"][match_head]),
+        "two_other_head_on_match": float(two["on_match"][other_head]),
+        "two_other_reads_previous": float(reads_previous(two["on_prev"][other_head], two["on_other"][other_head])),
+    }
+
+
+RECORD = {"04_head_split": _head_split}
+
+
+@pytest.mark.parametrize("seed", CLAIM_SEEDS)
+def test_two_heads_split_the_relations_and_one_head_is_slower(seed: int) -> None:
+    r = _head_split(seed)
+    print(f"seed {seed}: {r}")
+    # Equal budget: two heads solve both relations quickly; one head, after as many steps, has not.
+    assert r["two_heads_solved"] == 1.0 and r["steps_two"] <= 1500, r
+    assert r["one_head_prev_at_two_head_steps"] < 0.3, r
+    # One head needs clearly longer (not solved within the budget counts as the budget: a lower bound).
+    assert r["ratio"] >= 1.25, r
+    if r["one_head_solved"]:  # possible: with one blended distribution
+        assert 0.3 < r["one_on_match"] < 0.8 and r["one_reads_previous"] == 1.0, r
+    # The split: one matching head, and another head that reads the previous token.
+    assert r["two_match_head_on_match"] > 0.8 and r["two_other_head_on_match"] < 0.2, r
+    assert r["two_other_reads_previous"] == 1.0, r
+
+
+def test_one_head_solves_the_task_on_most_seeds() -> None:
+    solved = sum(_head_split(seed)["one_head_solved"] for seed in CLAIM_SEEDS)
+    assert solved >= 6, f"one head solved the task within {MAX_STEPS} steps on {solved} of {len(CLAIM_SEEDS)} seeds"

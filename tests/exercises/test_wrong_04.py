@@ -67,7 +67,7 @@ def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_p
     weights = torch.softmax(scores, dim=-1)
     out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
     return F.linear(out, out_proj_weight, out_proj_bias), weights
-""", visible="flatter"),
+""", visible="flatter than they should be: your scores are 0.58 times"),
         Wrong("no scaling at all", """
 def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
     batch, length, d_model = x.shape
@@ -80,7 +80,7 @@ def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_p
     weights = torch.softmax(scores, dim=-1)
     out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
     return F.linear(out, out_proj_weight, out_proj_bias), weights
-""", visible="sharper"),
+""", visible="sharper than they should be: your scores are 2.83 times"),
         Wrong("heads cut as (d_k, h): each head gets every h-th feature", """
 def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
     batch, length, d_model = x.shape
@@ -117,6 +117,31 @@ def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_p
     out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
     return F.linear(out, out_proj_weight, out_proj_bias), weights
 """, visible="padding keys get weight"),
+        Wrong("queries and keys swapped when unpacking", """
+def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
+    batch, length, d_model = x.shape
+    d_k = d_model // num_heads
+    k, q, v = F.linear(x, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed[:, None, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+    return F.linear(out, out_proj_weight, out_proj_bias), weights
+""", visible="are q and k swapped"),
+        Wrong("padding zeroed after the softmax, rows not renormalised", """
+def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
+    batch, length, d_model = x.shape
+    d_k = d_model // num_heads
+    q, k, v = F.linear(x, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k), dim=-1)
+    if allowed is not None:
+        weights = weights.masked_fill(~allowed[:, None, None, :], 0.0)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+    return F.linear(out, out_proj_weight, out_proj_bias), weights
+""", visible="before the softmax"),
     ],
     "ex04_3": [
         Wrong("the broken version, unchanged", """

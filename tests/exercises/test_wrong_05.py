@@ -75,6 +75,12 @@ def relative_bias(table, t_q, t_k):
     i = torch.arange(t_q)[:, None]; j = torch.arange(t_k)[None, :]
     return table[:, (j - i + K) % table.size(1)]
 """, visible="clip the offsets"),
+        Wrong("K off by one (K = (2K + 1) // 2 - 1)", """
+def relative_bias(table, t_q, t_k):
+    K = table.size(1) // 2 - 1
+    i = torch.arange(t_q)[:, None]; j = torch.arange(t_k)[None, :]
+    return table[:, (j - i).clamp(-K, K) + K]
+""", visible="the middle of the table"),
         Wrong("clipped on one side only", """
 def relative_bias(table, t_q, t_k):
     K = (table.size(1) - 1) // 2

@@ -24,6 +24,10 @@ def ffn(x, w1, b1, w2, b2):
 def ffn(x, w1, b1, w2, b2):
     return F.gelu((x @ w1 + b1) @ w2 + b2)
 """, visible="add b2 after the second product"),
+        Wrong("b1 added after the activation", """
+def ffn(x, w1, b1, w2, b2):
+    return (F.gelu(x @ w1) + b1) @ w2 + b2
+""", visible="b1 is added after the activation"),
         Wrong("b1 forgotten", """
 def ffn(x, w1, b1, w2, b2):
     return F.gelu(x @ w1) @ w2 + b2
@@ -63,6 +67,15 @@ def decoder_block(y, memory, p, memory_allowed, n_heads):
     y = F.layer_norm(y + _attend(p, n_heads, y, memory, "cross", memory_allowed[:, None, None, :]), (d,), p["ln2"])
     return F.layer_norm(y + F.relu(y @ p["w1"]) @ p["w2"], (d,), p["ln3"])
 """, visible="must be causal"),
+        Wrong("cross-attention made causal", DECODER_HELPERS + """
+def decoder_block(y, memory, p, memory_allowed, n_heads):
+    d, t_dec, t_enc = y.size(-1), y.size(1), memory.size(1)
+    causal = torch.ones(t_dec, t_dec, dtype=torch.bool, device=y.device).tril()
+    cross = memory_allowed[:, None, None, :] & torch.ones(t_dec, t_enc, dtype=torch.bool, device=y.device).tril()
+    y = F.layer_norm(y + _attend(p, n_heads, y, y, "self", causal), (d,), p["ln1"])
+    y = F.layer_norm(y + _attend(p, n_heads, y, memory, "cross", cross), (d,), p["ln2"])
+    return F.layer_norm(y + F.relu(y @ p["w1"]) @ p["w2"], (d,), p["ln3"])
+""", visible="must not be causal"),
         Wrong("padding of the source ignored", DECODER_HELPERS + """
 def decoder_block(y, memory, p, memory_allowed, n_heads):
     d, t = y.size(-1), y.size(1)
@@ -125,6 +138,17 @@ def greedy(step_logits, batch, max_len, device="cpu"):
     for _ in range(max_len):
         nxt = step_logits(out)[:, -1].argmax(-1)
         out = torch.cat([out, nxt[:, None]], dim=1)
+    return out[:, 1:]
+""", visible="after EOS a row holds PAD"),
+        Wrong("after EOS only non-EOS tokens become PAD (EOS repeated)", """
+def greedy(step_logits, batch, max_len, device="cpu"):
+    out = torch.full((batch, 1), BOS, dtype=torch.long, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    for _ in range(max_len):
+        nxt = step_logits(out)[:, -1].argmax(-1)
+        nxt = torch.where(done & (nxt != EOS), torch.full_like(nxt, PAD), nxt)
+        out = torch.cat([out, nxt[:, None]], dim=1)
+        done |= nxt == EOS
     return out[:, 1:]
 """, visible="after EOS a row holds PAD"),
         Wrong("feeds only the newest token", """
