@@ -174,7 +174,10 @@ def _as_number(got: Any, name: str) -> float | Verdict:
             return Verdict(False, f"{name}: expected a number, got None. Did you forget to `return`?")
         return Verdict(False, f"{name}: expected a number, got {_describe(got)}")
     try:
-        value = float(got)
+        # A subclass of float or int counts as the number it holds (its own __float__ is not asked), as
+        # in the grader.
+        value = float.__float__(got) if isinstance(got, float) else float(int.__int__(got)) \
+            if isinstance(got, int) else float(got)
     except Exception as exc:
         return Verdict(False, f"{name}: could not be read as a number ({type(exc).__name__})")
     if math.isnan(value):
@@ -204,6 +207,7 @@ def choice(got: Any, expected: str, options: Sequence[str], *, name: str = "your
     allowed = ", ".join(repr(o) for o in options)
     if not isinstance(got, str):
         return Verdict(False, f"{name}: expected one of {allowed} as a string, got {_describe(got)}")
+    got = str.__str__(got)  # a subclass of str counts as the text it holds, as in the grader
     answer = got.strip().lower()
     if answer not in [o.lower() for o in options]:
         return Verdict(False, f"{name}: expected one of {allowed}, got {got!r}")
@@ -261,6 +265,7 @@ def choice_digest(
     form = choice_form(got, options, name=name)
     if not form:
         return form
+    got = str.__str__(got)
     if digest(got, salt=salt) != expected_digest:
         return Verdict(False, f"{name}: {got!r} is not right; reread the section and try again")
     return PASS
@@ -281,6 +286,7 @@ def choice_form(got: Any, options: Sequence[str], *, name: str = "your choice") 
     allowed = ", ".join(repr(o) for o in options)
     if not isinstance(got, str):
         return Verdict(False, f"{name}: expected one of {allowed} as a string, got {_describe(got)}")
+    got = str.__str__(got)
     if got.strip().lower() not in [o.lower() for o in options]:
         return Verdict(False, f"{name}: expected one of {allowed}, got {got!r}")
     return Verdict(True, "an answer of the right form (it is graded when you hand in)")

@@ -29,7 +29,9 @@ How a submission is graded:
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
+import hashlib
 import io
 import json
 import os
@@ -39,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,12 +49,14 @@ from pathlib import Path
 import nbformat
 
 from coursetools import notebooks, release
-from coursetools.grading import flow, plaindata, probes, safeio, sandbox
+from coursetools.grading import cgroups, flow, plaindata, probes, safeio, sandbox
 from coursetools.handin import manual_answer
 from utils import checks
 
 FIELDS = ["student", "chapter", "exercise", "points", "max_points", "status", "reason"]
 MAX_NOTEBOOK_BYTES = 50 << 20
+MAX_CELL_CHARS = 1 << 20  # one cell's source; the cells together may hold four times as much
+MAX_ARGUMENT_BYTES = 32 << 20  # one probe's arguments, sent from the reference run to each submission
 MAX_REASON = 200
 MAX_MANUAL_CHARS = 20_000
 NEEDS_MANUAL = "needs manual grading"
@@ -144,7 +149,38 @@ class Chapter:
                 self.names[index] = flow.analyse(self.learner_cells[index].source)
         self.reference: dict[int, dict] = {}
         self.reference_kept: set[int] | None = None
+        # probe -> its arguments from the reference run (coursetools.grading.arguments), for the checks
+        # whose setup reads nothing a learner's answer makes: their setup never runs in a submission.
+        self.envs: dict[int, bytes] = {}
+        self.learner_setup = self._setups_reading_answers()
         self.lock = threading.Lock()
+
+    def _setups_reading_answers(self) -> set[int]:
+        """Check cells whose setup reads, directly or through other cells, a name an answer cell defines:
+        their inputs depend on the learner's answers, so their setup runs in the submission."""
+        answer_defines: set[str] = set()
+        others: list[flow.Names] = list(self.names.values())
+        for cell in self.solution.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("solution"):
+                answer_defines |= flow.analyse(cell.source).defines
+        for check in self.checks.values():
+            for statement in ast.parse(check.public_source).body if check.public_source else []:
+                others.append(flow.analyse(ast.unparse(statement), ipython=False))  # each helper on its own
+        tainted = set(answer_defines)
+        changed = True
+        while changed:
+            changed = False
+            for names in others:
+                if (names.uses & tainted or flow.STAR in names.defines) and not names.defines <= tainted:
+                    tainted |= names.defines
+                    changed = True
+        return {index for index, check in self.checks.items() if check.setup_uses & tainted}
+
+    def data_checks(self) -> set[int]:
+        """Check cells whose probes get their arguments from the reference run."""
+        return {index for index, check in self.checks.items() if index not in self.learner_setup
+                and all(p.index in self.envs for p in check.probes)}
 
     @property
     def manual(self) -> list[Exercise]:
@@ -156,10 +192,10 @@ class Chapter:
         roots: set[str] = set()
         for source in [*answers.values(), *(s for cells in extras.values() for s in cells)]:
             roots |= flow.analyse(source).uses
-        for index, cell in enumerate(self.solution.cells):
+        for cell in self.solution.cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
-            if cell.cell_type == "code" and meta.get("solution") and meta.get("grade_id") not in answers:
-                roots |= flow.analyse(self.learner_cells[index].source if not reference else cell.source).uses
+            if reference and cell.cell_type == "code" and meta.get("solution"):
+                roots |= flow.analyse(cell.source).uses
         for check in self.checks.values():
             roots |= check.got_uses | check.public_uses | (check.expected_uses if reference else set())
         if not prune:
@@ -169,23 +205,35 @@ class Chapter:
             if not reference and self.reference_kept is not None:
                 # The submission runs at least what the reference ran, so both see the same state.
                 kept = flow.closure(self.names, roots, kept=self.reference_kept)
+        data = self.data_checks()
         jobs = [sandbox.Job("cell", "a cell you added at the top", source=s) for s in extras.get(None, [])]
         for index, cell in enumerate(self.solution.cells):
             meta = cell.get("metadata", {}).get("nbgrader", {})
             grade_id = meta.get("grade_id")
             if cell.cell_type == "code":
                 if meta.get("solution"):
-                    source = cell.source if reference else answers.get(grade_id, self.learner_cells[index].source)
-                    jobs.append(sandbox.Job("cell", f"your answer cell {release.exercise_label(grade_id)} "
-                                            f"(cell {index + 1})", source=source))
+                    # An answer cell the learner deleted runs nothing (not the released stub, which would
+                    # replace a function retyped in a new cell above it): as in the learner's notebook.
+                    source = cell.source if reference else answers.get(grade_id)
+                    if source is not None:
+                        jobs.append(sandbox.Job("cell", f"your answer cell {release.exercise_label(grade_id)} "
+                                                f"(cell {index + 1})", source=source))
                 elif index in self.checks:
                     check = self.checks[index]
                     label = f"the check of exercise {release.exercise_label(check.exercise)} (cell {index + 1})"
                     indices = [p.index for p in check.probes]
                     if check.public_source:
                         jobs.append(sandbox.Job("cell", label, source=check.public_source))
-                    for form in (("got", "expected") if reference else ("got",)):
-                        jobs.append(sandbox.Job("check", label, code=check.compiled(form), form=form,
+                    from_reference = not reference and index in data
+                    if not from_reference:  # the setup runs here and hands each probe its arguments
+                        jobs.append(sandbox.Job("check", label, code=check.compiled("got"), form="got",
+                                                probes=indices, seed=1000 + index, dump=reference))
+                    for i in indices:
+                        jobs.append(sandbox.Job("probe", label, code=check.compiled_probe(i), probes=[i],
+                                                params=check.probe_sources[i][1],
+                                                env=self.envs[i] if from_reference else None))
+                    if reference:
+                        jobs.append(sandbox.Job("check", label, code=check.compiled("expected"), form="expected",
                                                 probes=indices, seed=1000 + index))
                 elif index in kept:
                     jobs.append(sandbox.Job("cell", f"cell {index + 1}", source=self.learner_cells[index].source))
@@ -200,8 +248,36 @@ class Chapter:
 # Reading a submission
 
 
-def read_submission(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> tuple[nbformat.NotebookNode | None, str]:
-    """The notebook (nbformat 4, upgraded from 3 if need be), or None and the reason it cannot be graded."""
+def _strip_and_measure(data: dict, max_cell_chars: int) -> str:
+    """Drop what grading never reads (outputs, attachments) and refuse a cell whose source is over the limit,
+    before anything parses a cell's code; '' if the notebook may go on."""
+    total = 0
+    for cell in data.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        cell.pop("outputs", None)
+        cell.pop("attachments", None)
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        source = cell.get("source", "")
+        size = sum(len(s) for s in source if isinstance(s, str)) if isinstance(source, list) else \
+            len(source) if isinstance(source, str) else 0
+        total += size
+        if size > max_cell_chars:
+            return (f"a cell of {size / 2**20:.1f} million characters is over the limit of "
+                    f"{max_cell_chars / 2**20:g} million for a cell (--max-cell-mb)")
+    if total > 4 * max_cell_chars:
+        return (f"the cells hold {total / 2**20:.1f} million characters, over the limit of "
+                f"{4 * max_cell_chars / 2**20:g} million for a notebook's cells (4 x --max-cell-mb)")
+    return ""
+
+
+def read_submission(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES, max_cell_chars: int = MAX_CELL_CHARS
+                    ) -> tuple[nbformat.NotebookNode | None, str]:
+    """The notebook (nbformat 4, upgraded from 3 if need be), or None and the reason it cannot be graded.
+
+    The file's size is checked before it is read, each cell's size before any of its code is parsed, and
+    outputs are dropped unread (a submission's outputs play no part in grading)."""
     try:
         size = os.lstat(path).st_size
     except OSError as exc:
@@ -224,11 +300,17 @@ def read_submission(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> tuple[nb
     major = data.get("nbformat")
     if major == 3:
         try:
-            return nbformat.reads(text, as_version=4), ""
+            converted = nbformat.reads(text, as_version=4)
         except Exception as exc:
             return None, f"not a valid notebook (nbformat 3 that cannot be converted: {type(exc).__name__})"
+        problem = _strip_and_measure(converted, max_cell_chars)
+        return (None, problem) if problem else (converted, "")
     if major != 4 or not isinstance(data.get("cells"), list):
-        return None, f"not a valid notebook (nbformat {clean_text(major, 20)}; version 4 or 3 is needed)"
+        shown = major if type(major) is int else "unknown"
+        return None, f"not a valid notebook (nbformat {shown}; version 4 or 3 is needed)"
+    problem = _strip_and_measure(data, max_cell_chars)
+    if problem:
+        return None, problem
     try:
         return nbformat.from_dict(data), ""
     except Exception as exc:  # malformed structure
@@ -267,14 +349,16 @@ def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tup
         if grade_id not in chapter.answer_ids | manual_ids and cell_id in by_cell_id:
             grade_id = by_cell_id[cell_id]  # metadata stripped, cell id kept
         source = _cell_text(cell)
+        # An answer in several cells with the same grade id (JupyterLab's "split cell" copies the metadata,
+        # and so does a copy of the cell) counts as all of them, run in their order, as in the notebook.
         if grade_id in manual_ids:
-            texts[grade_id] = source  # a duplicated answer cell: the last one counts
+            texts[grade_id] = f"{texts[grade_id]}\n\n{source}" if grade_id in texts else source
             if cell.get("cell_type") == "code":
-                answers[grade_id] = source
+                answers[grade_id] = f"{answers[grade_id]}\n\n{source}" if grade_id in answers else source
         elif cell.get("cell_type") != "code":
             pass
         elif grade_id in chapter.answer_ids:
-            answers[grade_id] = source
+            answers[grade_id] = f"{answers[grade_id]}\n\n{source}" if grade_id in answers else source
         elif cell_id in known_ids:
             pass  # a read-only cell: the solutions/ version is used
         elif grade_id not in check_ids:
@@ -320,20 +404,56 @@ def _verdict(probe: probes.Probe, got: dict, expected: dict) -> checks.Verdict:
         return checks.Verdict(False, f"{name}: your result could not be compared ({type(exc).__name__})")
 
 
-HIDDEN_CATEGORIES = ("not attempted", "record is unusable", "no result", "shape", "dtype", "NaN", "device",
-                     "not a plain value", "could not be compared", "expected a", "internal")
+# What a failed probe's row may say: chosen by the grader from this fixed vocabulary, never text, names or
+# numbers the submission produced (an exception's class name, a value, a shape, a device, a type name).
+# (prefix of the comparison's message after "name: ", what the row says); the first match counts.
+CATEGORIES = (
+    ("expected a tensor, got None", "no result returned (got None: a missing `return`?)"),
+    ("expected a number, got None", "no result returned (got None: a missing `return`?)"),
+    ("expected a tensor, got a function", "wrong type (a function, not a tensor: call it)"),
+    ("expected a torch.Tensor", "wrong type (expected a tensor)"),
+    ("expected a tensor", "wrong type (expected a tensor)"),
+    ("expected shape", "wrong shape"),
+    ("expected dtype", "wrong dtype"),
+    ("expected a tensor on", "wrong device"),
+    ("contains NaN", "contains NaN"),
+    ("expected NaN", "wrong values (a number where NaN is expected)"),
+    ("expected a single number", "wrong type (expected a single number)"),
+    ("expected a number", "wrong type (expected a number)"),
+    ("could not be read as a number", "wrong type (expected a number)"),
+    ("got NaN", "got NaN"),
+    ("expected one of", "not one of the options"),
+    ("your result could not be compared", "your result could not be compared"),
+    ("could not be compared", "your result could not be compared"),
+)
 
 
-def _hidden_message(verdict: checks.Verdict) -> str:
-    """For hidden probes: say what kind of problem, not the hidden inputs or expected values."""
-    message = verdict.message
-    if "your code raised" in message:  # the exception's type is the learner's own, not a secret
-        return "a hidden test failed (your code raised " + message.split("your code raised", 1)[1].strip() + ")"
-    for category in HIDDEN_CATEGORIES:
-        if category in message:
-            shown = {"expected a": "wrong type", "record is unusable": "your result's record is unusable"}
-            return f"a hidden test failed ({shown.get(category, category)})"
-    return "a hidden test failed (wrong values)"
+def _reason(probe: probes.Probe, got: dict, verdict: checks.Verdict) -> str:
+    """The row's reason for a failed probe, from the fixed vocabulary above (hidden probes name no input)."""
+    name = clean_text(probe.kwargs.get("name", "your result"), 80)
+    status = got.get("status")
+    value = got.get("value")
+    if verdict.message.startswith("internal:"):
+        what = "internal: the reference value is missing (tell your instructor)"
+    elif status == "raised":
+        what = f"your code raised {got.get('detail') or 'an exception'}"
+    elif status == "invalid":
+        what = "your result's record is unusable"
+    elif status != "value":
+        what = "no result (the notebook stopped before this check)"
+    elif isinstance(value, plaindata.Unsupported):
+        what = "returned an object that is not a plain value (a tensor, a number or a string)"
+    else:
+        rest = verdict.message.removeprefix(f"{name}: ")
+        what = next((text for prefix, text in CATEGORIES if rest.startswith(prefix)), None)
+        if what is None:
+            if probe.kind == "choice":
+                what = "not the right option"
+            elif probe.kind == "number":
+                what = "wrong value"
+            else:
+                what = "wrong values"
+    return f"a hidden test failed ({what})" if probe.hidden else f"{name}: {what}"
 
 
 def _stopped_reason(run: sandbox.RunResult, retried: bool) -> str:
@@ -368,7 +488,7 @@ def judge(chapter: Chapter, student: str, records: int | str, run: sandbox.RunRe
                 else:
                     failure = "no result: the check did not run"
             else:
-                failure = _hidden_message(verdict) if probe.hidden else verdict.message
+                failure = _reason(probe, got, verdict)
             break
         if not failure:
             rows.append(Row(student, chapter.name, exercise.label, exercise.points, exercise.points, "passed", ""))
@@ -395,7 +515,8 @@ def _manual_row(chapter: Chapter, student: str, exercise: Exercise, text: str | 
 
 class Grader:
     def __init__(self, solutions_dir: Path, limits: sandbox.Limits, mode: str, prune: bool = True,
-                 max_notebook_bytes: int = MAX_NOTEBOOK_BYTES, names: set[str] | None = None) -> None:
+                 max_notebook_bytes: int = MAX_NOTEBOOK_BYTES, names: set[str] | None = None,
+                 max_cell_chars: int = MAX_CELL_CHARS) -> None:
         paths = sorted(solutions_dir.glob("[0-9][0-9]_*.ipynb"))
         self.chapter_names = {p.stem: p for p in paths}
         self.chapters: dict[str, Chapter] = {}
@@ -408,6 +529,7 @@ class Grader:
                     self.broken[path.stem] = f"solutions/{path.name} cannot be graded: {type(exc).__name__}: {exc}"
         self.limits, self.mode, self.prune = limits, mode, prune
         self.max_notebook_bytes = max_notebook_bytes
+        self.max_cell_chars = max_cell_chars
         self.cpu_seconds = 0.0  # CPU time of every run so far (all processes in the sandboxes)
         self.runs = 0
         self._count = threading.Lock()
@@ -417,7 +539,8 @@ class Grader:
         self.reference_limits = sandbox.Limits(
             cell_cpu_seconds=max(600.0, limits.cell_cpu_seconds), notebook_cpu_seconds=max(1800.0, limits.notebook_cpu_seconds),
             wall_factor=limits.wall_factor, memory_bytes=max(limits.memory_bytes, 6 << 30),
-            file_bytes=limits.file_bytes, processes=limits.processes)
+            file_bytes=limits.file_bytes, scratch_bytes=limits.scratch_bytes, processes=limits.processes,
+            cpus=limits.cpus)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -464,10 +587,16 @@ class Grader:
             jobs = chapter.jobs({}, {}, reference=True, prune=self.prune)
 
             def read(run, retried, records, tail):
-                expected_fd, got_fd = records["expected"], records["got"]
-                if isinstance(expected_fd, str) or isinstance(got_fd, str):
+                expected_fd, got_fd, env_fd = records["expected"], records["got"], records["env"]
+                if isinstance(expected_fd, str) or isinstance(got_fd, str) or isinstance(env_fd, str):
                     raise RuntimeError(f"solutions/{name}: the reference run left no records ({run.status}: "
                                        f"{run.detail}); the end of its output:\n{tail}")
+                envs = {}
+                for probe in chapter.probes:
+                    try:
+                        envs[probe.index] = safeio.read_bytes(env_fd, f"probe_{probe.index}.bin", MAX_ARGUMENT_BYTES)
+                    except (FileNotFoundError, safeio.Refused):
+                        pass  # not encodable (or too large): that check's setup runs in each submission
                 reference = {}
                 for probe in chapter.probes:
                     expected = plaindata.load(expected_fd, f"probe_{probe.index}")
@@ -479,12 +608,12 @@ class Grader:
                             f"solutions/{name}: the solution fails its own probe {probe.index} of exercise "
                             f"{release.exercise_label(probe.exercise)}: {verdict.message} (run: {run.status} "
                             f"{run.detail}; cells that raised: {run.errors}); the end of its output:\n{tail}")
-                return reference
+                return reference, envs
 
-            chapter.reference = self._run(jobs, self.reference_limits, ("expected", "got"), read)
+            chapter.reference, chapter.envs = self._run(jobs, self.reference_limits, ("expected", "got", "env"), read)
 
     def grade_one(self, student: str, path: Path, chapter: Chapter) -> list[Row]:
-        submission, problem = read_submission(path, self.max_notebook_bytes)
+        submission, problem = read_submission(path, self.max_notebook_bytes, self.max_cell_chars)
         if submission is None:
             return [Row(student, chapter.name, e.label, 0.0, e.points, "failed", clean_text(problem))
                     for e in chapter.exercises]
@@ -492,9 +621,9 @@ class Grader:
         jobs = chapter.jobs(answers, extras, reference=False, prune=self.prune)
         check_jobs = {}
         for index, job in enumerate(jobs):
-            if job.kind == "check":
+            if job.kind in ("check", "probe"):
                 exercise = next(p.exercise for p in chapter.probes if p.index == job.probes[0])
-                check_jobs[exercise] = index
+                check_jobs[exercise] = index  # the last job of the exercise's check
 
         def read(run, retried, records, tail):
             return judge(chapter, student, records["got"], run, retried, check_jobs, texts)
@@ -544,13 +673,27 @@ def discover(submissions: Path, chapters: dict[str, Path], progress=print) -> tu
     """
     found: list[Found] = []
     ignored: list[Row] = []
-    for entry in sorted(submissions.iterdir()):
+    entries = sorted(submissions.iterdir())
+    groups: dict[str, list[str]] = {}
+    for entry in entries:
+        if not entry.name.startswith(".") and entry.is_dir() and not entry.is_symlink():
+            groups.setdefault(_name_key(student_name(entry.name)), []).append(student_name(entry.name))
+    for names in groups.values():
+        if len(names) > 1:
+            shown = ", ".join(clean_text(n, 60) for n in names)
+            progress(f"WARNING: student folders {shown} differ only in letter case or Unicode normalisation: each is "
+                     "graded under its own name, and their feedback files get distinct names")
+            for name in names:
+                ignored.append(Row(name, "-", "-", 0.0, 0.0, "note", clean_text(
+                    f"another student folder has the same name up to letter case or Unicode normalisation "
+                    f"({shown}); both are graded, each under its own name")))
+    for entry in entries:
         if entry.name.startswith("."):
             continue  # not a student (.DS_Store, .git): skipped
         if entry.is_symlink() or not entry.is_dir():
             progress(f"WARNING: {entry.name} is not a student folder (submissions/<student>/<chapter>.ipynb): skipped")
             continue
-        student = entry.name
+        student = student_name(entry.name)
         candidates: dict[str, list[Path]] = {}
         for folder, dirs, files in os.walk(entry, followlinks=False):
             dirs.sort()
@@ -588,6 +731,40 @@ def discover(submissions: Path, chapters: dict[str, Path], progress=print) -> tu
                     ignored.append(Row(student, chapter, "-", 0.0, 0.0, "ignored", clean_text(
                         f"{other.as_posix()}: not graded, {chosen.as_posix()} is graded for this chapter")))
     return found, ignored
+
+
+def student_name(raw: str) -> str:
+    """A student folder's name as the gradebook shows it: bytes that are not UTF-8 and characters that are not
+    printable written as escapes (``\\xff``), so that every name can be written and no two names merge."""
+    text = os.fsencode(raw).decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
+
+
+def _name_key(name: str) -> str:
+    """Names that look the same to a person (or to a case-insensitive file system) share this key."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFC", name)).casefold()
+
+
+SIMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def file_stems(students: set[str]) -> dict[str, str]:
+    """student -> the stem of their feedback file: the name itself when it is short, plain ASCII and unique
+    up to letter case; otherwise a readable part of it and a digest of the whole name (stable across runs,
+    at most 60 characters, so any file system takes it)."""
+    keys: dict[str, int] = {}
+    for student in students:
+        keys[_name_key(student)] = keys.get(_name_key(student), 0) + 1
+    stems = {}
+    for student in sorted(students):
+        if SIMPLE_NAME.fullmatch(student) and keys[_name_key(student)] == 1:
+            stems[student] = student
+            continue
+        ascii_part = unicodedata.normalize("NFKD", student).encode("ascii", "ignore").decode()
+        readable = re.sub(r"[^A-Za-z0-9._-]+", "_", ascii_part).strip("._-")[:40] or "student"
+        digest = hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        stems[student] = f"{readable}-{digest}"
+    return stems
 
 
 # --------------------------------------------------------------------------------------------------
@@ -638,17 +815,18 @@ def _manual_files(rows: list[Row]) -> dict[str, str]:
     return {k: "\n".join(v) for k, v in files.items()}
 
 
-def _replace_folder(out: Path, name: str, files: dict[str, str]) -> None:
+def _new_folder(out: Path, name: str) -> Path:
     new = out / f".{name}-new-{os.getpid()}"
     shutil.rmtree(new, ignore_errors=True)
     new.mkdir()
-    for relative, text in files.items():
-        target = new / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    return new
+
+
+def _swap_in(out: Path, name: str, new: Path) -> None:
     old = out / name
     if old.exists() or old.is_symlink():
         trash = out / f".{name}-old-{os.getpid()}"
+        shutil.rmtree(trash, ignore_errors=True)
         os.replace(old, trash)
         os.replace(new, old)
         shutil.rmtree(trash, ignore_errors=True)
@@ -658,25 +836,59 @@ def _replace_folder(out: Path, name: str, files: dict[str, str]) -> None:
 
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
-def write_results(rows: list[Row], out: Path) -> None:
-    """Feedback and manual answers first (each folder swapped in whole), the gradebook last, atomically."""
-    out.mkdir(parents=True, exist_ok=True)
+def _gradebook(rows: list[Row]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=FIELDS, lineterminator="\n")
     writer.writeheader()
     for row in _sorted(rows):
         writer.writerow({f: getattr(row, f) for f in FIELDS})
+    return buffer.getvalue()
+
+
+def write_results(rows: list[Row], out: Path, write=lambda path, text: path.write_text(text, encoding="utf-8")
+                  ) -> list[Row]:
+    """Feedback and manual answers made in new folders first; a file that cannot be written becomes an
+    "error" row of its student. Then the gradebook, atomically, then the new folders swapped in whole.
+    Nothing of the new folders is left behind if anything fails. Returns the rows as written."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = list(rows)
     students = sorted({r.student for r in rows})
-    _replace_folder(out, "feedback", {f"{s}.md": _feedback(s, [r for r in rows if r.student == s]) for s in students})
-    _replace_folder(out, "manual", _manual_files(rows))
-    _write_atomically(out / "gradebook.csv", buffer.getvalue())
+    stems = file_stems(set(students))
+    folders = {}
+    try:
+        folders["feedback"] = _new_folder(out, "feedback")
+        for student in students:
+            try:
+                write(folders["feedback"] / f"{stems[student]}.md", _feedback(student, [r for r in rows if r.student == student]))
+            except (OSError, UnicodeError) as exc:
+                rows.append(Row(student, "-", "-", 0.0, 0.0, "error", clean_text(
+                    f"your feedback file could not be written ({getattr(exc, 'strerror', None) or type(exc).__name__}); "
+                    "tell your instructor")))
+        folders["manual"] = _new_folder(out, "manual")
+        for relative, text in _manual_files(rows).items():
+            target = folders["manual"] / relative
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write(target, text)
+            except (OSError, UnicodeError):
+                continue  # every answer is also in its student's feedback
+        _write_atomically(out / "gradebook.csv", _gradebook(rows))
+        for name, folder in folders.items():
+            _swap_in(out, name, folder)
+    finally:
+        for folder in folders.values():
+            shutil.rmtree(folder, ignore_errors=True)
+    return rows
 
 
 # --------------------------------------------------------------------------------------------------
@@ -730,14 +942,27 @@ def resolve_mode(sandbox_mode: str, allow_root: bool, progress=print) -> str:
     return "none"
 
 
+def _protect_grader() -> None:
+    """Make the kernel's out-of-memory killer spare the grader (runs ask to be taken first; see sandbox)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("-800")
+    except OSError:
+        pass  # not root: the runs' +1000 still puts them first
+
+
 def grade(submissions: Path, out: Path, jobs: int = 1, limits: sandbox.Limits | None = None,
           solutions_dir: Path = notebooks.SOLUTIONS, sandbox_mode: str = "auto", allow_root: bool = False,
-          prune: bool = True, max_notebook_bytes: int = MAX_NOTEBOOK_BYTES, progress=print) -> list[Row]:
+          prune: bool = True, max_notebook_bytes: int = MAX_NOTEBOOK_BYTES, progress=print,
+          max_cell_chars: int = MAX_CELL_CHARS) -> list[Row]:
     limits = limits or sandbox.Limits()
     mode = resolve_mode(sandbox_mode, allow_root, progress)
+    _protect_grader()
+    progress(f"limits: {cgroups.available()[1]}")
     chapter_paths = {p.stem: p for p in sorted(solutions_dir.glob("[0-9][0-9]_*.ipynb"))}
     found, ignored = discover(submissions, chapter_paths, progress)
-    grader = Grader(solutions_dir, limits, mode, prune, max_notebook_bytes, names={f.chapter for f in found})
+    grader = Grader(solutions_dir, limits, mode, prune, max_notebook_bytes, names={f.chapter for f in found},
+                    max_cell_chars=max_cell_chars)
     rows: list[Row] = list(ignored)
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -784,8 +1009,7 @@ def grade(submissions: Path, out: Path, jobs: int = 1, limits: sandbox.Limits | 
                  f"{grader.runs} runs used {grader.cpu_seconds:.0f} s of CPU time in all")
     finally:
         grader.close()
-    write_results(rows, out)
-    return rows
+    return write_results(rows, out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -798,8 +1022,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook-timeout", type=float, default=300.0,
                         help="CPU seconds per notebook (default 300); wall clock: --wall-factor times it")
     parser.add_argument("--wall-factor", type=float, default=4.0, help="wall-clock limit / CPU limit (default 4)")
-    parser.add_argument("--memory-gb", type=float, default=6.0, help="address-space limit per process (default 6)")
+    parser.add_argument("--memory-gb", type=float, default=6.0,
+                        help="memory of all of a submission's processes together (default 6)")
+    parser.add_argument("--scratch-mb", type=float, default=1024.0,
+                        help="files a submission may write, in its folder and in each of /tmp and /dev/shm (default 1024)")
     parser.add_argument("--max-notebook-mb", type=float, default=50.0, help="larger files get 0 (default 50)")
+    parser.add_argument("--max-cell-mb", type=float, default=1.0,
+                        help="million characters in one cell; a notebook with a larger cell gets 0 (default 1)")
     parser.add_argument("--all-cells", action="store_true",
                         help="run every cell of the chapter, not only those the exercises need")
     parser.add_argument("--no-sandbox", action="store_true", help="run submissions without bubblewrap (weaker)")
@@ -808,11 +1037,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
     limits = sandbox.Limits(cell_cpu_seconds=args.cell_timeout, notebook_cpu_seconds=args.notebook_timeout,
-                            wall_factor=args.wall_factor, memory_bytes=int(args.memory_gb * (1 << 30)))
+                            wall_factor=args.wall_factor, memory_bytes=int(args.memory_gb * (1 << 30)),
+                            scratch_bytes=int(args.scratch_mb * (1 << 20)))
     try:
         rows = grade(args.submissions, args.out, max(1, args.jobs), limits,
                      sandbox_mode="none" if args.no_sandbox else "auto", allow_root=args.allow_root,
-                     prune=not args.all_cells, max_notebook_bytes=int(args.max_notebook_mb * (1 << 20)))
+                     prune=not args.all_cells, max_notebook_bytes=int(args.max_notebook_mb * (1 << 20)),
+                     max_cell_chars=int(args.max_cell_mb * (1 << 20)))
     except GradingRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

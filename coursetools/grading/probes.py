@@ -49,6 +49,7 @@ ALLOWED_KWARGS = {
     "choice": {"name"},
 }
 FUNCTION = "__grader_check__"
+PROBE_FUNCTION = "__grader_probe__"
 RECORDER = "__probe__"
 _BUILTINS = frozenset(dir(builtins))
 
@@ -75,16 +76,27 @@ class CheckCell:
     probes: list[Probe]
     public_source: str  # the visible part's functions, classes and imports: run as a cell, as in the notebook
     public_uses: frozenset[str]
-    got_source: str  # ``def __grader_check__(__probe__): ...`` (sliced, locals renamed)
+    got_source: str  # ``def __grader_check__(__probe__): ...`` (sliced, locals renamed, hands over arguments)
     expected_source: str  # the same for the reference run: whole setup, records expected values
     got_uses: frozenset[str]  # globals the got form reads
     expected_uses: frozenset[str]
+    # probe index -> (``def __grader_probe__(args): return got``, its parameter names)
+    probe_sources: dict[int, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    setup_uses: frozenset[str] = frozenset()  # globals the got form's setup reads (not the got expressions)
 
     def compiled(self, form: str) -> Any:
-        """The code object of the probe function (``form`` "got" or "expected")."""
+        """The code object of the check function (``form`` "got" or "expected")."""
         source = self.got_source if form == "got" else self.expected_source
-        module = compile(source, f"<grader check {self.exercise}>", "exec")
-        return next(c for c in module.co_consts if getattr(c, "co_name", None) == FUNCTION)
+        return _code(source, f"<grader check {self.exercise}>", FUNCTION)
+
+    def compiled_probe(self, index: int) -> Any:
+        """The code object of one probe's ``got`` expression as a function of its arguments."""
+        return _code(self.probe_sources[index][0], f"<grader probe {self.exercise}>", PROBE_FUNCTION)
+
+
+def _code(source: str, filename: str, name: str) -> Any:
+    module = compile(source, filename, "exec")
+    return next(c for c in module.co_consts if getattr(c, "co_name", None) == name)
 
 
 def _is_check_call(node: ast.AST, names: tuple[str, ...]) -> bool:
@@ -247,13 +259,20 @@ class _Renamer(ast.NodeTransformer):
     visit_Nonlocal = visit_Global
 
 
-def _function(body: list[ast.stmt], rename: bool) -> tuple[str, frozenset[str]]:
-    """``def __grader_check__(__probe__): body`` as source, and the globals it reads."""
+def _function(body: list[ast.stmt], rename: bool, capture: dict[int, tuple[str, tuple[str, ...]]] | None = None
+              ) -> tuple[str, frozenset[str]]:
+    """``def __grader_check__(__probe__): body`` as source, and the globals it reads.
+
+    With ``capture`` (a dict to fill), each ``__probe__(i, lambda: got)`` becomes
+    ``__probe__(i, {'_g1': _g1, ...})``: the setup only hands over the local values ``got`` reads (the
+    exercise's arguments), and ``capture[i]`` gets ``def __grader_probe__(_g1, ...): return got`` and its
+    parameter names, to be called later in a frame of its own (see the module docstring)."""
     body = copy.deepcopy(body) or [ast.Pass()]  # the renamer edits nodes in place
     module = ast.Module(body=body, type_ignores=[])
     names = flow.analyse(ast.unparse(module), ipython=False)
     local = set(names.defines) - {flow.STAR}
     uses = frozenset(names.uses - local - {RECORDER} - _BUILTINS)
+    mapping: dict[str, str] = {}
     if rename:
         imported = {
             (alias.asname or alias.name).split(".")[0]
@@ -262,11 +281,29 @@ def _function(body: list[ast.stmt], rename: bool) -> tuple[str, frozenset[str]]:
         }  # module names are no secret, and `import a.b` cannot be renamed
         mapping = {name: f"_g{i}" for i, name in enumerate(sorted(local - imported - {DISCARD}))}
         module = _Renamer(mapping).visit(module)
+    if capture is not None:
+        renamed_locals = {mapping.get(name, name) for name in local}
+        for position, stmt in enumerate(module.body):
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == RECORDER
+                    and len(call.args) == 2 and isinstance(call.args[1], ast.Lambda)):
+                continue
+            index = call.args[0].value
+            expression = call.args[1].body
+            params = tuple(sorted({n.id for n in ast.walk(expression) if isinstance(n, ast.Name)
+                                   and n.id in renamed_locals}))
+            capture[index] = (f"def {PROBE_FUNCTION}({', '.join(params)}):\n    return {ast.unparse(expression)}",
+                              params)
+            values = ", ".join(f"{p!r}: {p}" for p in params)
+            module.body[position] = ast.copy_location(
+                ast.parse(f"{RECORDER}({index}, {{{values}}})").body[0], stmt)
     func = ast.parse(f"def {FUNCTION}({RECORDER}):\n    pass").body[0]
     func.body = module.body
     source = ast.unparse(ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[])))
     try:
         compile(source, "<check>", "exec")
+        for probe_source, _ in (capture or {}).values():
+            compile(probe_source, "<probe>", "exec")
     except SyntaxError as exc:
         raise ProbeError(f"the check cell cannot run inside a function: {exc.msg}") from exc
     return source, uses
@@ -407,9 +444,16 @@ def transform(source: str, exercise: str, first_index: int) -> CheckCell:
         for probe, got, expected in s.probes:
             got_body.append(_record(probe.index, got))
             expected_body.append(_record(probe.index, expected))
-    got_source, got_uses = _function(got_body, rename=True)
+    capture: dict[int, tuple[str, tuple[str, ...]]] = {}
+    got_source, got_uses = _function(got_body, rename=True, capture=capture)
+    _, setup_uses = _function([s for s in got_body if not _is_record(s)], rename=False)
     expected_source, expected_uses = _function(expected_body, rename=False)
     public_source = ast.unparse(ast.Module(body=public, type_ignores=[])) if public else ""
     public_uses = flow.analyse(public_source, ipython=False).uses if public else frozenset()
     return CheckCell(exercise, probes, public_source, public_uses, got_source, expected_source, got_uses,
-                     expected_uses)
+                     expected_uses, capture, setup_uses)
+
+
+def _is_record(stmt: ast.stmt) -> bool:
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == RECORDER

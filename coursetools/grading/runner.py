@@ -17,6 +17,7 @@ before each check so that its inputs do not depend on which other cells ran. Not
 
 from __future__ import annotations
 
+import gc
 import json
 import marshal
 import os
@@ -25,7 +26,6 @@ import select
 import signal
 import struct
 import sys
-import types
 from pathlib import Path
 
 
@@ -51,6 +51,9 @@ def _seed(seed: int) -> None:
         sys.modules["torch"].manual_seed(seed)
 
 
+_FUNCTION = type(_seed)  # types.FunctionType, taken before any cell runs (a cell may replace types.FunctionType)
+
+
 def main(reply_fd: int) -> int:
     # A write past the file-size limit then fails with an error instead of killing the process.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -62,12 +65,17 @@ def main(reply_fd: int) -> int:
 
     from IPython.core.interactiveshell import InteractiveShell
 
+    from coursetools.grading import arguments
     from coursetools.grading.plaindata import Recorder, exception_name
 
-    folders = {form: Path("records") / form for form in ("got", "expected")}
+    # Absolute paths, taken once: a cell that changes the working directory (os.chdir, %cd) still has
+    # its results recorded where the grader reads them.
+    records = Path.cwd() / "records"
+    folders = {form: records / form for form in ("got", "expected", "env")}
     for folder in folders.values():
         folder.mkdir(parents=True, exist_ok=True)
     shell = InteractiveShell.instance()
+    pending: dict[int, tuple] = {}  # probe -> its arguments, when its check's setup ran in this process
     send({"ready": 1})
     while True:
         try:
@@ -82,18 +90,69 @@ def main(reply_fd: int) -> int:
             result = shell.run_cell(frame["source"], store_history=False)
             failure = result.error_before_exec or result.error_in_exec
             error = exception_name(failure) if failure is not None else None
+        elif frame["kind"] == "probe":
+            error = _probe(frame, shell, Recorder(folders["got"]), pending, arguments)
+        elif frame["form"] == "got":
+            _seed(frame["seed"])
+            recorder = Recorder(folders["got"])
+            captured: set[int] = set()
+            capture = _capture(pending, captured, folders["env"] if frame.get("dump") else None, arguments)
+            check = _FUNCTION(frame["code"], shell.user_ns, "check")
+            del frame
+            try:
+                check(capture)
+            except BaseException as exc:  # noqa: BLE001 (the check's setup failed: its probes say so)
+                recorder.recorded |= captured
+                recorder.setup_failed(probes, exc)
+                error = exception_name(exc)
+            del check, capture
+            gc.collect()  # the setup's other values (what the arguments were made from) are gone now
         else:
             _seed(frame["seed"])
             recorder = Recorder(folders[frame["form"]])
-            check = types.FunctionType(frame["code"], shell.user_ns, "check")
+            check = _FUNCTION(frame["code"], shell.user_ns, "check")
             del frame
             try:
                 check(recorder)
             except BaseException as exc:  # noqa: BLE001 (the check's setup failed: its probes say so)
                 recorder.setup_failed(probes, exc)
                 error = exception_name(exc)
+            del check
         send({"done": index, "nonce": nonce, "error": error})
     os._exit(0)  # do not wait for threads the notebook started
+
+
+def _capture(pending: dict, captured: set, dump_to: Path | None, arguments):
+    """``__probe__`` of a check's setup: takes a copy of one probe's arguments (and, in the reference run,
+    records it for the grader to hand to every submission)."""
+
+    def capture(probe: int, env: dict) -> None:
+        encoded, copied = arguments.copy_env(env)
+        pending[int(probe)] = (encoded, copied)
+        captured.add(int(probe))
+        if dump_to is not None and encoded is not None:
+            (dump_to / f"probe_{int(probe)}.bin").write_bytes(marshal.dumps(encoded))
+
+    return capture
+
+
+def _probe(frame: dict, shell, recorder, pending: dict, arguments) -> str | None:
+    """Run one probe's ``got`` expression on fresh copies of its arguments, in a frame of its own."""
+    probe = int(frame["probes"][0])
+    if frame.get("env") is not None:
+        env = arguments.decode(marshal.loads(frame["env"]))
+    elif probe in pending:
+        encoded, copied = pending.pop(probe)
+        env = arguments.decode(encoded) if encoded is not None else copied
+    else:
+        return None  # the check's setup failed before this probe: its record says so already
+    arguments.restore_rng(env.pop(arguments.RNG, {}))
+    args = [env[name] for name in frame["params"]]
+    function = _FUNCTION(frame["code"], shell.user_ns, "probe")
+    frame.clear()
+    del env
+    recorder(probe, lambda: function(*args))
+    return None
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from typing import Any
 
 import psutil
 
+from coursetools.grading import cgroups
 from coursetools.notebooks import REPO_ROOT
 
 UID_RANGE = range(61000, 62000)  # per-run user ids, reserved with a lock file each
@@ -66,11 +67,13 @@ WEAKER_WITHOUT_SANDBOX = (
 class Limits:
     cell_cpu_seconds: float = 60.0  # CPU time of one cell (the whole process tree)
     notebook_cpu_seconds: float = 300.0  # CPU time of the whole notebook
-    wall_factor: float = 4.0  # wall-clock limits are this many times the CPU limits
-    startup_seconds: float = 120.0  # wall time to start Python and IPython in the sandbox
-    memory_bytes: int = 6 << 30  # address space per process
-    file_bytes: int = 64 << 20
-    processes: int = 256
+    wall_factor: float = 4.0  # wall-clock limits are this many times the CPU limits (on a quiet machine)
+    startup_seconds: float = 120.0  # wall time to start Python and IPython in the sandbox (on a quiet machine)
+    memory_bytes: int = 6 << 30  # memory of all the run's processes together (and address space per process)
+    file_bytes: int = 64 << 20  # one file
+    scratch_bytes: int = 1 << 30  # all files the run writes: its folder, and each of /tmp and /dev/shm
+    processes: int = 64  # processes and threads of the run together
+    cpus: float = 1.0  # CPU share of the run where it gets a control group
 
     @property
     def cell_wall_seconds(self) -> float:
@@ -83,7 +86,9 @@ class Limits:
 
 @dataclass
 class Job:
-    """One cell to run: ``kind`` "cell" (source run by IPython) or "check" (a compiled probe function)."""
+    """One cell to run: ``kind`` "cell" (source run by IPython), "check" (a check's compiled setup, which
+    hands each probe's arguments over, or in the reference run its expected form) or "probe" (one probe's
+    compiled ``got`` expression and its arguments)."""
 
     kind: str
     label: str  # for messages: "cell 12", "the check of 3.1"
@@ -92,6 +97,9 @@ class Job:
     form: str = "got"
     probes: list[int] = field(default_factory=list)
     seed: int = 0
+    params: tuple[str, ...] = ()  # "probe": the names its code takes, in order
+    env: bytes | None = None  # "probe": its arguments (coursetools.grading.arguments), or None: from its setup
+    dump: bool = False  # "check" in the reference run: record each probe's arguments too
 
     def frame(self, index: int, nonce: str = "") -> bytes:
         """The job as sent: ``nonce`` is a fresh random token the runner must echo when the job is done, so
@@ -99,15 +107,17 @@ class Job:
         body: dict[str, Any] = {"kind": self.kind, "index": index, "nonce": nonce}
         if self.kind == "cell":
             body["source"] = self.source
+        elif self.kind == "probe":
+            body.update(code=self.code, probes=list(self.probes), params=list(self.params), env=self.env)
         else:
-            body.update(code=self.code, form=self.form, probes=list(self.probes), seed=self.seed)
+            body.update(code=self.code, form=self.form, probes=list(self.probes), seed=self.seed, dump=self.dump)
         data = marshal.dumps(body)
         return struct.pack(">I", len(data)) + data
 
 
 @dataclass
 class RunResult:
-    status: str  # finished | cpu limit | wall limit | crashed | protocol | no start
+    status: str  # finished | cpu limit | wall limit | memory limit | disk limit | crashed | protocol | no start
     detail: str  # for people: what happened, where
     wall_seconds: float
     cpu_seconds: float
@@ -225,18 +235,38 @@ def _processes_of(uid: int) -> list[psutil.Process]:
     return found
 
 
-def kill_uid(uid: int) -> int:
-    """Kill every process of ``uid``; return how many there were."""
-    return _kill(_processes_of(uid))
+def kill_uid(uid: int, timeout: float = 20.0) -> int:
+    """Kill every process of ``uid``, again and again until none is left; return how many there were at first.
+
+    Each round also runs ``kill -KILL -1`` as that user: the kernel then signals all of the user's processes
+    in one pass that a fork cannot slip through, so a process that keeps forking a new one and exiting (its
+    process id changing faster than a list of processes can be read) dies too.
+    """
+    first = None
+    deadline = time.monotonic() + timeout
+    setpriv, kill = shutil.which("setpriv") or "/usr/bin/setpriv", shutil.which("kill") or "/bin/kill"
+    while True:
+        victims = _processes_of(uid)
+        first = len(victims) if first is None else first
+        if not victims or time.monotonic() > deadline:
+            return first
+        if os.geteuid() == 0:
+            try:
+                subprocess.run([setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", kill, "-s", "KILL",
+                                "--", "-1"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=10, cwd="/", env={"PATH": "/usr/bin:/bin"})
+            except (OSError, subprocess.SubprocessError):
+                pass
+        _kill(victims, wait=0.5)
 
 
-def _kill(victims: list[psutil.Process]) -> int:
+def _kill(victims: list[psutil.Process], wait: float = 5.0) -> int:
     for proc in victims:
         try:
             proc.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(victims, timeout=5)
+    psutil.wait_procs(victims, timeout=wait)
     return len(victims)
 
 
@@ -290,7 +320,7 @@ def python_fails_as_another_user() -> str | None:
 SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
-def bwrap_command(workdir: Path, library: Path, as_root: bool) -> list[str]:
+def bwrap_command(workdir: Path, library: Path, as_root: bool, scratch_bytes: int = Limits.scratch_bytes) -> list[str]:
     """The bubblewrap prefix: a new, nearly empty root with only what a submission needs."""
     args = [shutil.which("bwrap") or "bwrap"]
     bound: list[str] = []
@@ -317,7 +347,10 @@ def bwrap_command(workdir: Path, library: Path, as_root: bool) -> list[str]:
             bound.append(path)
     # The private /tmp and /dev/shm first: a Python environment that lives under /tmp (a CI checkout in
     # /tmp, say) is then bound on top of the empty /tmp instead of being hidden by it.
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    # Both writable by the run's user (1777, as on any machine) and each at most ``scratch_bytes``.
+    args += ["--dev", "/dev", "--proc", "/proc"]
+    for folder in ("/tmp", "/dev/shm"):
+        args += ["--perms", "1777", "--size", str(scratch_bytes), "--tmpfs", folder]
     for path in map(str, _python_paths()):
         if not covered(path):
             args += parents(path) + ["--ro-bind", path, path]
@@ -331,12 +364,90 @@ def bwrap_command(workdir: Path, library: Path, as_root: bool) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------
+# How busy the machine is
+
+
+class Calibration:
+    """How much longer than its CPU time a CPU-bound process takes here now: the machine's load average over
+    the cores this process may use (1 on a quiet machine, 20 when 40 busy processes share 2 cores), read at
+    most every half second. Wall-clock limits count wall time divided by it ("quiet seconds"), so a busy
+    machine stretches them as much as it stretches the work, and a program that sleeps or waits is still
+    stopped."""
+
+    def __init__(self) -> None:
+        self.ratio = 1.0
+        self._last = -1.0
+
+    def measure(self) -> float:
+        now = time.monotonic()
+        if now - self._last < 0.5:
+            return self.ratio
+        self._last = now
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+        self.ratio = max(1.0, load / max(cores, 1))
+        return self.ratio
+
+
+CALIBRATION = Calibration()
+
+
+def _folder_bytes(path: Path, cap_entries: int = 100_000) -> int:
+    """Bytes of the files under ``path`` (links not followed); past ``cap_entries`` entries, more than any limit."""
+    total, seen, stack = 0, 0, [str(path)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > cap_entries:
+                        return 1 << 62
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        else:
+                            total += entry.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
+def _tree_rss(root: psutil.Process) -> int:
+    total = 0
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+# --------------------------------------------------------------------------------------------------
 # Running
 
 
-def _set_limits(limits: Limits, processes: int | None, cpu_backstop: int) -> None:
+def _set_limits(limits: Limits, processes: int | None, cpu_backstop: int, slot=None) -> None:
     """preexec_fn: runs in the child between fork and exec."""
     os.setsid()
+    if slot is not None:
+        slot.join()
+    try:  # the kernel's out-of-memory killer takes the submission's processes before anything else
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_backstop, cpu_backstop + 5))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -380,23 +491,27 @@ def exit_reason(code: int, sandboxed: bool) -> str:
         try:
             name = signal.Signals(number).name
         except ValueError:
-            return f"killed by signal {number}"
+            return "killed by a signal"
         meaning = SIGNAL_MEANING.get(name)
-        return f"killed by {name}" + (f" ({meaning})" if meaning else "")
-    return f"exit code {code}"
+        return f"killed by {name} ({meaning})" if meaning else "killed by a signal"
+    # Only 0 and 1 as they are: any other code was chosen by the submission, and could carry a number it found.
+    return f"exit code {code}" if code in (0, 1) else "an exit code other than 0 or 1"
 
 
 class _Run:
     """One started process tree and the pipes to it."""
 
     def __init__(self, command: list[str], workdir: Path, env: dict, output: Path, limits: Limits,
-                 processes: int | None, cpu_backstop: int) -> None:
+                 processes: int | None, cpu_backstop: int, slot=None) -> None:
         reply_r, reply_w = os.pipe()
         command = [*command, str(reply_w)]
+        self.slot = slot
+        self.workdir = workdir
         with open(output, "wb") as out:
             self.proc = subprocess.Popen(
                 command, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                pass_fds=(reply_w,), preexec_fn=functools.partial(_set_limits, limits, processes, cpu_backstop),
+                pass_fds=(reply_w,),
+                preexec_fn=functools.partial(_set_limits, limits, processes, cpu_backstop, slot),
             )
         os.close(reply_w)
         self.reply = reply_r
@@ -409,8 +524,21 @@ class _Run:
         self.cpu = 0.0
 
     def tree_cpu(self) -> float:
-        self.cpu = max(self.cpu, _tree_cpu(self.root))
+        """CPU time of all the run's processes so far: the control group's count where there is one (every
+        process, ended ones too), else the process tree's."""
+        exact = self.slot.cpu_seconds() if self.slot is not None else None
+        self.cpu = max(self.cpu, exact if exact is not None else _tree_cpu(self.root))
         return self.cpu
+
+    def over_memory(self, limits: Limits) -> bool:
+        """All the run's processes together went over the memory budget: the control group's kernel limit was
+        hit, or, without one, the watchdog's sum of the process tree's resident memory is over it."""
+        if self.slot is not None:
+            return self.slot.oom_killed()  # the kernel killed one of its processes for the run's budget
+        return _tree_rss(self.root) > limits.memory_bytes
+
+    def over_disk(self, limits: Limits) -> bool:
+        return _folder_bytes(self.workdir) > limits.scratch_bytes
 
     def pump(self, outgoing: bytes, timeout: float) -> tuple[bytes, list[bytes]]:
         """Write what the pipe takes of ``outgoing``, read replies; return (unsent rest, complete lines)."""
@@ -446,6 +574,8 @@ class _Run:
         return outgoing, lines
 
     def kill(self) -> None:
+        if self.slot is not None:
+            self.slot.kill()
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -511,7 +641,9 @@ def run_jobs(
             "PYTHONNOUSERSITE": "1",
             "PYTHONPATH": SANDBOX_LIBRARY if mode == "bwrap" else str(library),
             "LANG": "C.UTF-8",
-            "COURSE_GRADER_RUN": f"{os.getpid()}-{time.monotonic_ns()}",
+            # A marker of this run (and of whoever started the grader: COURSE_GRADER_TAG, for tests on a
+            # machine where other graders run too).
+            "COURSE_GRADER_RUN": f"{os.environ.get('COURSE_GRADER_TAG', '')}{os.getpid()}-{time.monotonic_ns()}",
         }
         command = [sys.executable, "-m", "coursetools.grading.runner"]
         if uid is not None:
@@ -519,20 +651,25 @@ def run_jobs(
                        "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all",
                        "--"] + command
         if mode == "bwrap":
-            command = bwrap_command(workdir, library, as_root) + command
+            command = bwrap_command(workdir, library, as_root, limits.scratch_bytes) + command
         # The process limit counts per user: a reserved id counts only this run; otherwise leave room
         # for what this user already runs (root is exempt from it anyway).
         processes = limits.processes if uid is not None else (
             None if as_root else _processes_of_current_user() + limits.processes)
         cpu_backstop = int(limits.notebook_cpu_seconds) + 30
-        run = _Run(command, workdir, env, output, limits, processes, cpu_backstop)
+        slot = cgroups.Slot.create(limits.memory_bytes, limits.processes, limits.cpus) if as_root else None
         try:
-            result = _drive(run, jobs, limits, sandboxed=mode == "bwrap")
+            run = _Run(command, workdir, env, output, limits, processes, cpu_backstop, slot)
+            try:
+                result = _drive(run, jobs, limits, sandboxed=mode == "bwrap")
+            finally:
+                run.kill()
+                if mode != "bwrap" and uid is None:
+                    result_token = env["COURSE_GRADER_RUN"]
+                    kill_marked(result_token)
         finally:
-            run.kill()
-            if mode != "bwrap" and uid is None:
-                result_token = env["COURSE_GRADER_RUN"]
-                kill_marked(result_token)
+            if slot is not None:
+                slot.remove()
         if reservation is not None:
             result.leftovers = reservation.release()
             reservation = None
@@ -552,8 +689,22 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
 
     def exited(stopped: int | None, done: int, where: str) -> RunResult:
         code = run.proc.wait()
+        if run.slot is not None and run.slot.oom_killed():
+            return result("memory limit", f"the notebook's processes together went over the memory limit of "
+                          f"{limits.memory_bytes / 2**30:g} GB {where.strip()}", stopped, done)
         return result("crashed", f"the notebook's process ended {where}({exit_reason(code, sandboxed)})",
                       stopped, done)
+
+    quiet = {"start": 0.0, "run": 0.0, "cell": 0.0}  # wall time in quiet seconds (wall time / CALIBRATION), since each began
+    last = [time.monotonic()]
+
+    def tick() -> float:
+        now = time.monotonic()
+        step = (now - last[0]) / CALIBRATION.measure()
+        last[0] = now
+        for key in quiet:
+            quiet[key] += step
+        return now
 
     # Start-up: Python, IPython and the runner, under the wall-clock start-up limit.
     while True:
@@ -564,13 +715,17 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
             return result("protocol", "the notebook's process broke the grader's protocol at start-up", 0, 0)
         if run.eof or run.proc.poll() is not None:
             return exited(0, 0, "while starting ")
-        if time.monotonic() - start > limits.startup_seconds:
-            return result("wall limit", f"Python did not start within {limits.startup_seconds:g} s", 0, 0)
+        tick()
+        if quiet["start"] > limits.startup_seconds:
+            return result("wall limit", f"Python did not start within {limits.startup_seconds:g} s (of a quiet "
+                          "machine's time)", 0, 0)
     cpu_start = run.tree_cpu()
+    quiet["run"] = 0.0
     for index, job in enumerate(jobs):
         nonce = secrets.token_hex(16)
         outgoing = job.frame(index, nonce)
         cell_start, cpu_cell = time.monotonic(), run.tree_cpu()
+        quiet["cell"] = 0.0
         last_cpu_check = 0.0
         done = False
         while not done:
@@ -588,7 +743,7 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
                 break
             if run.eof or run.proc.poll() is not None:
                 return exited(index, index, f"in {job.label} ")
-            now = time.monotonic()
+            now = tick()
             if now - last_cpu_check >= 0.25:
                 last_cpu_check = now
                 cpu = run.tree_cpu()
@@ -598,13 +753,21 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
                 if cpu - cpu_start > limits.notebook_cpu_seconds:
                     return result("cpu limit", f"the notebook used more than {limits.notebook_cpu_seconds:g} s "
                                   f"of CPU time (in {job.label})", index, index)
-            if now - cell_start > limits.cell_wall_seconds:
-                return result("wall limit", f"{job.label} was stopped by the wall-clock limit after "
-                              f"{now - cell_start:.0f} s of wall time ({run.tree_cpu() - cpu_cell:.1f} s of CPU "
-                              "time: it slept or waited, or the machine was very busy)", index, index)
-            if now - start > limits.notebook_wall_seconds:
+                if run.over_memory(limits):
+                    return result("memory limit", f"the notebook's processes together went over the memory limit "
+                                  f"of {limits.memory_bytes / 2**30:g} GB in {job.label}", index, index)
+                if run.over_disk(limits):
+                    return result("disk limit", f"the notebook's files went over the limit of "
+                                  f"{limits.scratch_bytes / 2**20:g} MB in {job.label}", index, index)
+            if quiet["cell"] > limits.cell_wall_seconds:
+                return result("wall limit", f"{job.label} was stopped by the wall-clock limit: "
+                              f"{limits.cell_wall_seconds:g} s of a quiet machine's time, {now - cell_start:.0f} s of "
+                              f"wall time here, with only {run.tree_cpu() - cpu_cell:.1f} s of CPU time: it slept or "
+                              "waited", index, index)
+            if quiet["run"] > limits.notebook_wall_seconds:
                 return result("wall limit", f"the notebook was stopped by the wall-clock limit of "
-                              f"{limits.notebook_wall_seconds:g} s (in {job.label})", index, index)
+                              f"{limits.notebook_wall_seconds:g} s of a quiet machine's time (in {job.label})",
+                              index, index)
     return result("finished", "", None, len(jobs))
 
 
