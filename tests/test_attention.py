@@ -155,6 +155,21 @@ def test_ambiguous_masks_and_bad_arguments_are_refused(kwargs, error, message):
         (lambda: causal_mask(2, 3, align="top"), ValueError, "align must be"),
         (lambda: padding_mask(torch.tensor([2.0]), 4), TypeError, "lengths must be a 1-D integer tensor"),
         (lambda: padding_mask(torch.tensor([5]), 4), ValueError, r"lengths must lie in \[0, t_k=4\]"),
+        (lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(5, 4, device="meta"), torch.randn(5, 2, device="meta")),
+         ValueError, r"one device, got q on cpu, k on meta and v on meta"),
+        (lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2),
+                                              mask=torch.ones(3, 5, dtype=torch.bool, device="meta")),
+         ValueError, "mask is on meta but q, k and v are on cpu"),
+        (lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2), is_causal="no"),
+         TypeError, "is_causal must be True or False, got 'no'"),
+        (lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 2), is_causal=1),
+         TypeError, "is_causal must be True or False, got 1"),
+        (lambda: scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(3, 5, 4), torch.randn(3, 5, 2)),
+         ValueError, r"batch dimensions of q \(2,\), k \(3,\) and v \(3,\)"),
+        (lambda: stable_softmax(torch.randn(3, 4), torch.ones(3, 5, dtype=torch.bool)),
+         ValueError, r"allowed of shape \(3, 5\) must broadcast to the scores' shape \(3, 4\)"),
+        (lambda: stable_softmax(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool, device="meta")),
+         ValueError, "allowed is on meta but scores are on cpu"),
         (lambda: attention_gradients(0, True), ValueError, "d_k must be a positive int"),
         (lambda: dot_product_variance(8, samples=1), ValueError, "at least 2"),
     ],
@@ -172,3 +187,53 @@ def test_saturation_helpers_shapes_and_the_widget_view():
     assert torch.equal(weights, result["weights"]) and torch.equal(grads, result["scores"])
     ratios = gradient_ratios(seed=0, dims=[8])
     assert set(ratios) == {"scores", "query", "keys"} and set(ratios["query"]) == {8}
+
+
+def test_float16_logits_beyond_its_range_stay_finite_like_sdpa():
+    # q·k · scale = 7e4 > 6.5e4, the largest float16: formed in float16 it is inf and the softmax NaN
+    q = torch.tensor([[7.0]], dtype=torch.float16)
+    k = v = torch.tensor([[1.0], [2.0]], dtype=torch.float16)
+    out, weights = scaled_dot_product_attention(q, k, v, scale=1e4)
+    reference = F.scaled_dot_product_attention(q, k, v, scale=1e4)
+    assert out.dtype == weights.dtype == torch.float16
+    assert torch.equal(out, reference) and out.item() == 2.0
+    assert torch.equal(weights, torch.tensor([[0.0, 1.0]], dtype=torch.float16))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scale", [-1.5, 1.5, None])
+def test_half_precision_is_as_accurate_as_sdpa_against_float64(dtype, scale):
+    """Output and gradients of half-precision inputs against float64 on the same rounded inputs: within the
+    course's tolerance, and no more than twice SDPA's own error plus one rounding of the input dtype."""
+    gen = torch.Generator().manual_seed(11)
+    base = [torch.randn(2, 3, 7, 16, generator=gen) * 2 for _ in range(3)]
+    upstream = torch.randn(2, 3, 7, 16, generator=gen).double()
+    rounded = [t.to(dtype) for t in base]
+
+    def run(fn, cast):
+        leaves = [t.to(cast).detach().requires_grad_(True) for t in rounded]
+        out = fn(*leaves)
+        (out.double() * upstream).sum().backward()
+        return [out.double()] + [t.grad.double() for t in leaves]
+
+    exact = run(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=scale), torch.float64)
+    ours = run(lambda q, k, v: scaled_dot_product_attention(q, k, v, scale=scale)[0], dtype)
+    theirs = run(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=scale), dtype)
+    eps = torch.finfo(dtype).eps
+    for name, o, t, e in zip(["out", "dq", "dk", "dv"], ours, theirs, exact):
+        assert_close(o.to(dtype), e.to(dtype), what=f"ours vs float64, {name}, {dtype}, scale={scale}")
+        ours_error, sdpa_error = (o - e).abs().max().item(), (t - e).abs().max().item()
+        assert ours_error <= 2 * sdpa_error + eps * e.abs().max().item(), (name, ours_error, sdpa_error)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_row_with_plus_inf_is_nan_as_in_torch_softmax(dtype):
+    scores = torch.tensor([[float("inf"), 0.0, 1.0], [0.0, 1.0, 2.0]], dtype=dtype)
+    ours, expected = stable_softmax(scores), torch.softmax(scores, dim=-1)
+    assert torch.equal(ours.isnan(), expected.isnan()) and ours[0].isnan().all()
+    assert torch.allclose(ours[1], expected[1])
+    # a +inf score that is masked out does not matter
+    allowed = torch.tensor([[False, True, True], [True, True, True]])
+    masked = stable_softmax(scores, allowed)
+    assert not masked.isnan().any() and torch.allclose(masked[0], torch.softmax(scores[0, 1:], dim=-1).new_tensor(
+        [0.0, *torch.softmax(scores[0, 1:], dim=-1).tolist()]))

@@ -13,22 +13,34 @@ def stable_softmax(scores: torch.Tensor, allowed: torch.Tensor | None = None, di
     """Softmax along ``dim`` without overflow; entries where ``allowed`` is False get weight 0.
 
     ``allowed`` is a boolean tensor broadcastable to ``scores``. A row in which nothing is allowed
-    (or whose scores are all -inf) gets all-zero weights instead of NaN, as PyTorch's SDPA does.
+    (or whose scores are all -inf) gets all-zero weights instead of NaN, as PyTorch's SDPA does. A row
+    with a +inf score (among its allowed entries) has no defined softmax: it comes back all NaN, as
+    with ``torch.softmax``.
     """
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
         raise TypeError(f"scores must be a floating-point tensor, got {getattr(scores, 'dtype', type(scores).__name__)}")
     if allowed is not None:
         if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
             raise TypeError(f"allowed must be a boolean tensor (True = may attend), got {getattr(allowed, 'dtype', allowed)}")
+        if allowed.device != scores.device:
+            raise ValueError(f"allowed is on {allowed.device} but scores are on {scores.device}: move it with .to()")
+        try:
+            shape = torch.broadcast_shapes(allowed.shape, scores.shape)
+        except RuntimeError:
+            shape = None
+        if shape != scores.shape:
+            raise ValueError(f"allowed of shape {tuple(allowed.shape)} must broadcast to the scores' shape "
+                             f"{tuple(scores.shape)} without growing it")
         scores = scores.masked_fill(~allowed, float("-inf"))
     if scores.size(dim) == 0:  # nothing to normalise over: an empty row of weights
         return scores.clone()
     row_max = scores.amax(dim=dim, keepdim=True)
     # A fully-masked row has max -inf; shifting by 0 instead avoids -inf - (-inf) = NaN.
-    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-    exps = torch.exp(scores - row_max)  # masked entries: exp(-inf) = 0
+    shift = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+    exps = torch.exp(scores - shift)  # masked entries: exp(-inf) = 0
     total = exps.sum(dim=dim, keepdim=True)
-    return exps / torch.where(total > 0, total, torch.ones_like(total))
+    weights = exps / torch.where(total > 0, total, torch.ones_like(total))
+    return torch.where(torch.isposinf(row_max), torch.full_like(weights, float("nan")), weights)  # +inf: undefined
 
 
 def causal_mask(
@@ -73,21 +85,30 @@ def _check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -
             raise ValueError(f"{name} must have shape (..., T, d) with 2 dims or more, got {tuple(t.shape)}")
     if not q.dtype == k.dtype == v.dtype:
         raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k and v must be on one device, got q on {q.device}, k on {k.device} and v on {v.device}")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"the batch dimensions of q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])} and "
+                         f"v {tuple(v.shape[:-2])} (all but the last two) must broadcast together") from None
     if q.size(-1) != k.size(-1):
         raise ValueError(f"q (..., T_q, d_k) and k (..., T_k, d_k) must share d_k, got {q.size(-1)} and {k.size(-1)}")
     if k.size(-2) != v.size(-2):
         raise ValueError(f"k and v must hold the same number of keys T_k, got {k.size(-2)} and {v.size(-2)}")
 
 
-def _check_mask(mask: torch.Tensor, scores: torch.Tensor) -> None:
+def _check_mask(mask: torch.Tensor, scores: torch.Tensor, dtype: torch.dtype) -> None:
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"mask must be a tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise TypeError(f"mask must be boolean (True = may attend) or a float mask added to the scores, got "
                         f"{mask.dtype}: an integer 0/1 mask is ambiguous, use mask.bool() (PyTorch's SDPA refuses it too)")
-    if mask.is_floating_point() and mask.dtype != scores.dtype:
-        raise TypeError(f"a float mask must have the dtype of q ({scores.dtype}), got {mask.dtype}: "
+    if mask.is_floating_point() and mask.dtype != dtype:
+        raise TypeError(f"a float mask must have the dtype of q ({dtype}), got {mask.dtype}: "
                         f"convert it with mask.to(q.dtype)")
+    if mask.device != scores.device:
+        raise ValueError(f"mask is on {mask.device} but q, k and v are on {scores.device}: move it with .to()")
     try:
         shape = torch.broadcast_shapes(mask.shape, scores.shape)
     except RuntimeError:
@@ -112,22 +133,28 @@ def scaled_dot_product_attention(
     mask of q's dtype added to the scores; it must broadcast to (..., T_q, T_k). ``is_causal`` adds a
     top-left causal mask, as SDPA does (for a key-value cache use ``causal_mask(..., align="bottom_right")``).
     ``scale`` defaults to 1/sqrt(d_k). A query with no allowed key, or T_k = 0, gets a zero output.
+    float16 and bfloat16 inputs are computed in float32 (scores, softmax and the weighted sum) and the
+    results rounded once to the input dtype, as PyTorch's fused kernels do: logits beyond float16's range
+    (6.5e4) stay finite.
     """
     _check_attention_inputs(q, k, v)
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
     if scale is None:
         scale = 1.0 / math.sqrt(q.size(-1))
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number or None, got {scale!r}")
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, T_k)
+    compute = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype
+    scores = (q.to(compute) @ k.to(compute).transpose(-2, -1)) * scale  # (..., T_q, T_k)
     allowed = None
     if mask is not None:
-        _check_mask(mask, scores)
+        _check_mask(mask, scores, q.dtype)
         if mask.dtype == torch.bool:
             allowed = mask
         else:
-            scores = scores + mask  # additive float mask, e.g. 0 / -inf
+            scores = scores + mask.to(compute)  # additive float mask, e.g. 0 / -inf
     if is_causal:
         causal = causal_mask(q.size(-2), k.size(-2), device=q.device)  # (T_q, T_k)
         allowed = causal if allowed is None else allowed & causal
     weights = stable_softmax(scores, allowed)  # (..., T_q, T_k)
-    return weights @ v, weights
+    return (weights @ v.to(compute)).to(q.dtype), weights.to(q.dtype)

@@ -65,12 +65,38 @@ def softmax_logit_gradients(
     return result["weights"], result["scores"]
 
 
-def gradient_ratios(seed: int, dims: list[int] | None = None) -> dict[str, dict[int, float]]:
+def gradient_ratios(seed: int, dims: list[int] | None = None, n_keys: int = 16, trials: int = 1024) -> dict[str, dict[int, float]]:
     """Median gradient norm without scaling ÷ with scaling, per d_k, for "scores", "query" and "keys"."""
     ratios: dict[str, dict[int, float]] = {"scores": {}, "query": {}, "keys": {}}
     for d_k in dims or GRADIENT_DIMS:
-        unscaled = attention_gradients(d_k, False, seed=seed)
-        scaled = attention_gradients(d_k, True, seed=seed)
+        unscaled = attention_gradients(d_k, False, n_keys=n_keys, trials=trials, seed=seed)
+        scaled = attention_gradients(d_k, True, n_keys=n_keys, trials=trials, seed=seed)
         for name in ratios:
             ratios[name][d_k] = float(unscaled[name].median() / scaled[name].median())
     return ratios
+
+
+GRID_KEYS = [4, 16, 64, 256]
+GRID_DIMS = [8, 16, 32, 64, 128, 256, 512, 1024]
+# For T_k keys: the unscaled gradient reaching q and K is larger at every d_k <= low and smaller at every
+# d_k >= high (read off seeds 100-119, which the claims suite does not use; asserted on seeds 0-9).
+CROSSING_BOUNDS = {4: (16, 32), 16: (64, 128), 64: (128, 512), 256: (256, 1024)}
+
+
+def grid_trials(n_keys: int, pairs: int = 16_384) -> int:
+    """Queries per cell of the grid: ``pairs`` query-key pairs in all, at least 128 queries."""
+    _check_positive("n_keys", n_keys)
+    return max(128, pairs // n_keys)
+
+
+def gradient_ratio_grid(
+    seed: int, n_keys: list[int] | None = None, dims: list[int] | None = None
+) -> dict[str, dict[tuple[int, int], float]]:
+    """:func:`gradient_ratios` over a grid: {"query"/"keys"/"scores": {(n_keys, d_k): unscaled ÷ scaled}}."""
+    grid: dict[str, dict[tuple[int, int], float]] = {"scores": {}, "query": {}, "keys": {}}
+    for n in n_keys or GRID_KEYS:
+        ratios = gradient_ratios(seed, dims or GRID_DIMS, n_keys=n, trials=grid_trials(n))
+        for name in grid:
+            for d_k, ratio in ratios[name].items():
+                grid[name][(n, d_k)] = ratio
+    return grid

@@ -72,6 +72,17 @@ def smallest_distance(sigma, r):
 def smallest_distance(sigma, r):
     return math.floor(math.log(sigma) / math.log(r)) + 1
 """, visible="is not right"),
+        Wrong("floor + 1 of the float quotient (just below a whole number for 0.9 and 0.81)", """
+def smallest_distance(sigma, r):
+    return math.floor(math.log(r) / math.log(sigma)) + 1
+""", visible=PASSES_VISIBLE),
+        Wrong("a loop on floating-point powers (0.7**2 < 0.49 in floats)", """
+def smallest_distance(sigma, r):
+    k = 1
+    while not sigma**k < r:
+        k += 1
+    return k
+""", visible=PASSES_VISIBLE),
         Wrong("returns the real-valued quotient", """
 def smallest_distance(sigma, r):
     return math.log(r) / math.log(sigma)
@@ -107,6 +118,14 @@ def clip_gradients(grads, max_norm):
     scale = min(1.0, float(max_norm / (total + 1e-6)))
     return [g * scale for g in grads]
 """, visible="differ"),
+        Wrong("returns the input tensors themselves below the limit (aliases, not copies)", """
+def clip_gradients(grads, max_norm):
+    total = torch.sqrt(sum((g**2).sum() for g in grads))
+    scale = max_norm / (total + 1e-6)
+    if scale >= 1:
+        return list(grads)
+    return [g * scale for g in grads]
+""", visible="returned the input tensors themselves"),
         Wrong("modifies the gradients in place", """
 def clip_gradients(grads, max_norm):
     total = torch.sqrt(sum((g**2).sum() for g in grads))

@@ -1,6 +1,6 @@
 """Chapter 02: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+from wrong_answer_driver import Wrong, check_wrong_answers
 
 WRONG = {
     "ex02_1": [
@@ -18,6 +18,10 @@ def effective_items(weights):
     safe = torch.where(weights > 0, weights, torch.ones_like(weights))
     return torch.exp(-(weights * safe.log()).sum(dim=0))
 """, visible="last axis"),
+        Wrong("NaN of 0 · ln 0 replaced after the sum (any row with a zero gives 1)", """
+def effective_items(weights):
+    return torch.exp(-(weights * torch.log(weights)).sum(-1).nan_to_num(0.0))
+""", visible="must give 2"),
         Wrong("a different measure (inverse participation ratio 1/Σw²)", """
 def effective_items(weights):
     return 1 / (weights**2).sum(dim=-1)
@@ -35,6 +39,20 @@ def tau_for_top_weight(p, n):
         Wrong("logarithm to base 10", """
 def tau_for_top_weight(p, n):
     return 1 / math.log10(p * (n - 1) / (1 - p))
+""", visible="is not right"),
+    ],
+    "ex02_3": [
+        Wrong("a token always scores itself highest", """
+def answer_2_3():
+    return "a"
+""", visible="is not right"),
+        Wrong("the weights are symmetric too", """
+def answer_2_3():
+    return "c"
+""", visible="is not right"),
+        Wrong("every token looks at itself most", """
+def answer_2_3():
+    return "d"
 """, visible="is not right"),
     ],
     "ex02_4": [
@@ -80,7 +98,25 @@ def attend(X, W_Q, W_K, W_V):
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     weights = torch.softmax(Q @ K.T / Q.size(-1), dim=-1)
     return weights @ V, weights
-""", visible=PASSES_VISIBLE),
+"""),
+        Wrong("scales by the square root of the number of tokens", """
+def attend(X, W_Q, W_K, W_V):
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    weights = torch.softmax(Q @ K.T / math.sqrt(X.size(0)), dim=-1)
+    return weights @ V, weights
+""", visible="number of tokens"),
+        Wrong("blends the keys (V = X W_K)", """
+def attend(X, W_Q, W_K, W_V):
+    Q, K = X @ W_Q, X @ W_K
+    weights = torch.softmax(Q @ K.T / math.sqrt(Q.size(-1)), dim=-1)
+    return weights @ K, weights
+""", visible="the values are X W_V"),
+        Wrong("transposes the weights in the output", """
+def attend(X, W_Q, W_K, W_V):
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    weights = torch.softmax(Q @ K.T / math.sqrt(Q.size(-1)), dim=-1)
+    return weights.T @ V, weights
+""", visible="transposed weights"),
     ],
     "ex02_6": [
         Wrong("counts only the best key", """

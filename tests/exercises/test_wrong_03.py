@@ -54,6 +54,15 @@ def masked_softmax_lse(scores, allowed=None):
     total = exps.sum(-1, keepdim=True)
     return exps / torch.where(total > 0, total, torch.ones_like(total)), torch.log(total).squeeze(-1)
 """, visible="weights and lse disagree"),
+        Wrong("row maximum taken before masking (a large masked score underflows the row)", """
+def masked_softmax_lse(scores, allowed=None):
+    m = scores.amax(-1, keepdim=True)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    exps = torch.exp(scores - m)
+    total = exps.sum(-1, keepdim=True)
+    return exps / torch.where(total > 0, total, torch.ones_like(total)), (m + torch.log(total)).squeeze(-1)
+""", visible="mask first, then the maximum"),
         Wrong("lse over every entry, masked ones included", """
 def masked_softmax_lse(scores, allowed=None):
     full = scores

@@ -6,18 +6,24 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
 from utils.plotting import OKABE_ITO, label_axes
-from utils.saturation import softmax_logit_gradients
+from utils.saturation import attention_gradients
 from utils.widgets import live_panel
 
 D_K_CHOICES = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
 
+def _gradients(d_k: int, scaled: bool) -> dict:
+    return attention_gradients(d_k, scaled, n_keys=16, trials=256, seed=0)
+
+
 def saturation_summary(d_k: int, scaled: bool) -> dict[str, float]:
-    """Pure compute: the largest weight of the example query and the median gradient norm."""
-    weights, grad_norms = softmax_logit_gradients(d_k, scaled)
+    """Pure compute: the largest weight of the example query and the median gradient norms reaching the
+    scores (‖∂L/∂z‖) and the query (‖∂L/∂q‖, what trains W_Q)."""
+    result = _gradients(d_k, scaled)
     return {
-        "largest_weight": float(weights[0].max()),
-        "median_grad_norm": float(grad_norms.median()),
+        "largest_weight": float(result["weights"][0].max()),
+        "median_grad_norm": float(result["scores"].median()),
+        "median_query_grad_norm": float(result["query"].median()),
     }
 
 
@@ -25,7 +31,8 @@ def saturation_figure(d_k: int, panels: tuple[bool, ...] = (False, True)) -> plt
     """Bar charts of one query's 16 attention weights, unscaled and/or scaled, at width ``d_k``."""
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.0), squeeze=False)
     for ax, scaled in zip(axes[0], panels):
-        weights, grad_norms = softmax_logit_gradients(d_k, scaled)
+        result = _gradients(d_k, scaled)
+        weights = result["weights"]
         color = OKABE_ITO["blue"] if scaled else OKABE_ITO["vermillion"]
         ax.bar(range(weights.shape[1]), weights[0].numpy(), color=color)
         ax.set_ylim(0, 1)
@@ -35,7 +42,10 @@ def saturation_figure(d_k: int, panels: tuple[bool, ...] = (False, True)) -> plt
             ax,
             r"key index $j$",
             r"attention weight $p_j$",
-            rf"$d_k$ = {d_k}, {kind}" + "\n" + rf"median $\Vert\partial L/\partial z\Vert$ = {grad_norms.median():.2e}",
+            rf"$d_k$ = {d_k}, {kind}"
+            + "\n"
+            + rf"median $\Vert\partial L/\partial z\Vert$ = {result['scores'].median():.2e}, "
+            + rf"$\Vert\partial L/\partial q\Vert$ = {result['query'].median():.2e}",
         )
     fig.tight_layout()
     return fig
@@ -45,8 +55,8 @@ def _readout(d_k: int, scaled: bool) -> str:
     summary = saturation_summary(d_k, scaled)
     return (
         f"<b>d_k = {d_k}</b>, {'scaled' if scaled else 'unscaled'}: largest weight "
-        f"{summary['largest_weight']:.3f}, median gradient norm reaching the scores "
-        f"{summary['median_grad_norm']:.2e}"
+        f"{summary['largest_weight']:.3f}; median gradient norm reaching the scores "
+        f"{summary['median_grad_norm']:.2e}, reaching the query {summary['median_query_grad_norm']:.2e}"
     )
 
 
