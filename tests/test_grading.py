@@ -819,6 +819,8 @@ def test_reasons_are_the_graders_own(adversarial_run):
         if hidden:
             assert hidden.group(1) in vocabulary | {"wrong value", "wrong values", "not the right option",
                                                     "your result's record is unusable",
+                                                    "returned an object that is not a plain value (a tensor, a "
+                                                    "number or a string)",
                                                     "no result (the notebook stopped before this check)"} \
                 or re.fullmatch(r"your code raised (an exception|[A-Za-z]+)", hidden.group(1)), row.reason
 

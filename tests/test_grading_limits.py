@@ -119,11 +119,12 @@ def test_scratch_space_has_a_total_per_run(tmp_path, library):
 
 
 FORK_STORM = textwrap.dedent("""
-    import os
+    import os, time
     started = 0
     try:
         for _ in range(300):
             if os.fork() == 0:
+                time.sleep(1)  # once the storm is counted, every process burns CPU
                 while True:
                     pass
             started += 1

@@ -976,6 +976,13 @@ def grade(submissions: Path, out: Path, jobs: int = 1, limits: sandbox.Limits | 
                     grader.broken[name] = f"{type(exc).__name__}: {exc}"
             for name, message in sorted(grader.broken.items()):
                 progress(f"ERROR: chapter {name} is not graded: {message}")
+            for name in names:
+                chapter = grader.chapters[name]
+                local = sorted(release.exercise_label(chapter.checks[i].exercise) for i in chapter.checks
+                               if name not in grader.broken and i not in chapter.data_checks())
+                if local:
+                    progress(f"note: {name}: the checks of exercises {', '.join(local)} run their setup in each "
+                             "submission (it reads an answer's names, or makes arguments that are not plain data)")
             start = time.monotonic()
             futures = {}
             for item in found:
