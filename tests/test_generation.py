@@ -69,6 +69,11 @@ def test_kv_cache_validates_and_counts_its_bytes():
         cache.update(0, torch.ones(2, 3, 1, 8), torch.ones(2, 3, 1, 8))
     with pytest.raises(ValueError, match="max_len must be an int >= 1"):
         KVCache(1, 1, 1, 0, 4)
+    one_layer = KVCache(num_layers=1, batch=2, num_heads=4, max_len=10, d_k=8)
+    with pytest.raises(ValueError, match=r"layer must be an int in 0\.\.0 \(the cache has 1 layers\), got 3"):
+        one_layer.update(3, torch.ones(2, 4, 1, 8), torch.ones(2, 4, 1, 8))
+    with pytest.raises(ValueError, match="k_new and v_new must be 4-D"):
+        one_layer.update(0, torch.ones(4, 1, 8), torch.ones(4, 1, 8))
 
 
 def test_cached_forward_equals_full_forward_in_any_chunking():
@@ -166,6 +171,14 @@ def test_gpt_rejects_bad_input():
         model(torch.zeros(4))
     with pytest.raises(ValueError, match="exceed max_len"):
         model(torch.zeros(1, 65, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"tokens must be ids in 0\.\.49 \(vocab_size=50\), got min 0, max 50"):
+        model(torch.tensor([[0, 50]]))
+    with pytest.raises(ValueError, match="tokens must be ids in"):
+        model(torch.tensor([[-1, 3]]))
+    with pytest.raises(ValueError, match="logits contain NaN"):
+        next_token(torch.tensor([[0.0, float("nan"), 1.0]]), temperature=1.0)
+    with pytest.raises(ValueError, match="logits must be a 2-D floating-point tensor"):
+        next_token(torch.tensor([[1, 2]]), temperature=0.0)
     with pytest.raises(ValueError, match="new_tokens must be an int >= 0"):
         generate(model, torch.tensor([[1]]), -1)
     with pytest.raises(ValueError, match="prompt must be"):

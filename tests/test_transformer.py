@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 
 import pytest
 import torch
@@ -21,7 +22,10 @@ from utils.transformer import (
     VOCAB,
     Transformer,
     ablation_claims,
+    average_checkpoints,
+    averaged_steps,
     beam_search,
+    corpus_bleu,
     count_parameters,
     date_examples,
     date_source,
@@ -36,6 +40,7 @@ from utils.transformer import (
     recipe_ablation,
     score_translator,
     sequence_log_prob,
+    smoothing_optimum,
     split_dates,
     tokenize_source,
     train_translator,
@@ -289,7 +294,7 @@ def test_recipe_ablation_main_run_and_its_validation():
     with pytest.raises(ValueError, match="main_steps must be an int >= 3"):
         recipe_ablation(0, arms=("recipe",), steps=3, main_steps=2)
     results = recipe_ablation(0, arms=("recipe",), steps=2, main_steps=3, test_size=8)
-    assert set(results) == {"main", "recipe"}
+    assert set(results) == {"main", "recipe"}  # too short a run to average its last checkpoints
     model, _, _ = train_translator(seed=0, steps=2)
     assert results["recipe"] == score_translator(model, held_out_set(8)) | {"parameters": count_parameters(model)}
 
@@ -304,3 +309,41 @@ def test_translation_widget_saves_a_note_and_says_when_it_cannot_translate():
     assert box.style.description_width == "initial" and "march 2 1 , 1 9 9 9" in readout.value
     box.value = "march 21, 1999 gizmo"
     assert "cannot translate" in readout.value and "gizmo" in readout.value
+
+
+def test_sequence_log_prob_counts_every_token_up_to_eos_and_matches_beam_search():
+    model, _, _ = train_translator(seed=1, steps=5)
+    src = held_out_set(4)[0]
+    ids = torch.tensor([[5, PAD, 7, EOS, PAD, PAD], [5, 6, 7, 8, 9, 10]])
+    ids = ids.repeat(2, 1)
+    tgt_in = torch.cat([torch.full_like(ids[:, :1], BOS), ids[:, :-1]], 1)
+    log_p = model(src, tgt_in).log_softmax(-1).gather(-1, ids[..., None])[..., 0]
+    got = sequence_log_prob(model, src, ids)
+    assert torch.allclose(got[0], log_p[0, :4].sum(), atol=1e-5)  # the PAD before EOS counts; after EOS nothing
+    assert torch.allclose(got[1], log_p[1].sum(), atol=1e-5)  # no EOS: every token
+    with pytest.raises(ValueError, match="decoded holds ids outside"):
+        sequence_log_prob(model, src, torch.full((4, 3), len(VOCAB)))
+
+
+def test_corpus_bleu_on_hand_computed_cases():
+    assert corpus_bleu([[1, 2, 3, 4, 5]], [[1, 2, 3, 4, 5]]) == 1.0
+    # precisions 4/5, 3/4, 2/3, 1/2: their geometric mean is (1/5) ** (1/4); equal lengths, no brevity penalty
+    assert corpus_bleu([[1, 2, 3, 4, 5]], [[1, 2, 3, 4, 6]]) == pytest.approx(5 ** -0.25, rel=1e-12)
+    assert corpus_bleu([[1, 2, 3, 4]], [[1, 2, 3, 4, 5]]) == pytest.approx(math.exp(1 - 5 / 4), rel=1e-12)
+    assert corpus_bleu([[1, 2, 3, 9]], [[1, 2, 3, 4]]) == 0.0  # no matching 4-gram
+    assert corpus_bleu([[7, 7, 7, 7]], [[7, 1, 2, 3]], max_n=1) == pytest.approx(0.25)  # clipped counts
+    with pytest.raises(ValueError, match="one reference per hypothesis"):
+        corpus_bleu([[1]], [])
+
+
+def test_checkpoint_averaging_and_the_smoothing_optimum():
+    a = {"w": torch.tensor([1.0, 3.0]), "n": torch.tensor(2)}
+    b = {"w": torch.tensor([3.0, 5.0]), "n": torch.tensor(4)}
+    mean = average_checkpoints([a, b])
+    assert torch.equal(mean["w"], torch.tensor([2.0, 4.0])) and int(mean["n"]) == 4
+    assert averaged_steps(400) == (360, 370, 380, 390, 400)
+    with pytest.raises(ValueError, match="snapshots is empty"):
+        average_checkpoints([])
+    assert smoothing_optimum(0.1, 94) == pytest.approx(0.9 + 0.1 / 94)
+    with pytest.raises(ValueError, match="epsilon must be in"):
+        smoothing_optimum(1.0, 94)

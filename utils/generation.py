@@ -97,6 +97,12 @@ class KVCache:
     def update(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write the new keys and values (B, h, T_new, d_k) after the stored ones; return all of them,
         (B, h, length + T_new, d_k). ``length`` advances when the model has run every layer."""
+        layers = self.k.size(0)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
+            raise ValueError(f"layer must be an int in 0..{layers - 1} (the cache has {layers} layers), got {layer!r}")
+        if not isinstance(k_new, torch.Tensor) or not isinstance(v_new, torch.Tensor) or k_new.dim() != 4:
+            raise ValueError(f"k_new and v_new must be 4-D tensors (B, h, T_new, d_k), got "
+                             f"{getattr(k_new, 'shape', type(k_new).__name__)} and {getattr(v_new, 'shape', type(v_new).__name__)}")
         expected = (*self.k.shape[1:3], self.k.shape[4])
         if k_new.shape != v_new.shape or (k_new.shape[0], k_new.shape[1], k_new.shape[3]) != expected:
             raise ValueError(f"k_new and v_new must be (B, h, T_new, d_k) = ({expected[0]}, {expected[1]}, "
@@ -189,6 +195,9 @@ class GPT(nn.Module):
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError(f"tokens must be a 2-D int64 tensor (batch, length), got "
                              f"{getattr(tokens, 'shape', type(tokens).__name__)}")
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise ValueError(f"tokens must be ids in 0..{self.vocab_size - 1} (vocab_size={self.vocab_size}), got "
+                             f"min {int(tokens.min())}, max {int(tokens.max())}")
         start = 0 if cache is None else cache.length
         if start + tokens.size(1) > self.max_len:
             raise ValueError(f"positions up to {start + tokens.size(1)} exceed max_len={self.max_len}")
@@ -232,6 +241,12 @@ def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None
                top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """One token per row of ``logits`` (B, V) -> (B, 1). ``temperature=0`` is greedy (argmax);
     ``top_k`` keeps the k largest logits, ``top_p`` the smallest set with probability >= p."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
+        raise ValueError(f"logits must be a 2-D floating-point tensor (B, V), got "
+                         f"{getattr(logits, 'shape', type(logits).__name__)}")
+    if torch.isnan(logits).any():
+        raise ValueError(f"logits contain NaN ({int(torch.isnan(logits).sum())} of {logits.numel()} entries): "
+                         "no token can be drawn from them")
     if not isinstance(temperature, (int, float)) or temperature < 0:
         raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= logits.size(-1)):
@@ -299,7 +314,7 @@ def repetition_measure(model: GPT, prompt: torch.Tensor, new_tokens: int = 100,
 
 
 def language_model_claims(losses: list[float], vocab_size: int, repetition: dict[str, object]) -> dict[str, bool]:
-    """The chapter's claims about one seed's language model (each held on 5 of 5 seeds)."""
+    """The chapter's claims about one seed's language model (each held on 10 of 10 seeds, 0-9)."""
     final = sum(losses[-20:]) / len(losses[-20:])
     lowest_sampled = min(min(shares) for shares in repetition["sampled"].values())
     return {

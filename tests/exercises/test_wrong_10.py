@@ -13,6 +13,10 @@ def attention_entropy(weights):
     safe = torch.where(weights > 0, weights, torch.ones_like(weights))
     return (weights * torch.log(safe)).sum(dim=-1)
 """, visible="negative"),
+        Wrong("epsilon inside the logarithm, log(w + 1e-9): not a sign error", """
+def attention_entropy(weights):
+    return -(weights * torch.log(weights + 1e-9)).sum(dim=-1)
+""", visible="epsilon added inside the logarithm"),
         Wrong("bits instead of nats", """
 def attention_entropy(weights):
     safe = torch.where(weights > 0, weights, torch.ones_like(weights))

@@ -37,6 +37,15 @@ def smoothed_cross_entropy(logits, target, epsilon, ignore_index=0):
     q[torch.arange(len(target)), target] += 1 - epsilon
     return -(q * log_p).sum(-1).mean()
 """, visible="counts the padding rows"),
+        Wrong("the Annotated Transformer's convention: epsilon / (K - 2), nothing on padding", """
+def smoothed_cross_entropy(logits, target, epsilon, ignore_index=0):
+    log_p = logits.log_softmax(-1)
+    q = torch.full_like(log_p, epsilon / (logits.size(-1) - 2))
+    q[:, ignore_index] = 0.0
+    q[torch.arange(len(target)), target] = 1 - epsilon
+    keep = target != ignore_index
+    return -(q * log_p).sum(-1)[keep].mean()
+""", visible="Annotated Transformer"),
         Wrong("epsilon spread over the K - 1 wrong classes only", """
 def smoothed_cross_entropy(logits, target, epsilon, ignore_index=0):
     log_p = logits.log_softmax(-1)
@@ -97,7 +106,26 @@ def beam_step(log_prob, length, finished, next_log_probs, alpha, pad=0):
     lengths = (length + 1)[:, None].expand(k, vocab)
     best = (cand / ((5.0 + lengths) / 6.0) ** alpha).reshape(-1).topk(k).indices
     return best // vocab, best % vocab, cand.reshape(-1)[best]
-""", visible=PASSES_VISIBLE),
+""", visible="keeps its length"),
+        Wrong("length penalty from the parent's length (the new token not counted)", """
+def beam_step(log_prob, length, finished, next_log_probs, alpha, pad=0):
+    k, vocab = next_log_probs.shape
+    frozen = torch.full_like(next_log_probs, float("-inf"))
+    frozen[:, pad] = 0.0
+    cand = log_prob[:, None] + torch.where(finished[:, None], frozen, next_log_probs)
+    lengths = length[:, None].expand(k, vocab)
+    best = (cand / ((5.0 + lengths) / 6.0) ** alpha).reshape(-1).topk(k).indices
+    return best // vocab, best % vocab, cand.reshape(-1)[best]
+""", visible="length + 1"),
+        Wrong("finished hypotheses dropped from the beam", """
+def beam_step(log_prob, length, finished, next_log_probs, alpha, pad=0):
+    k, vocab = next_log_probs.shape
+    cand = log_prob[:, None] + torch.where(finished[:, None], torch.full_like(next_log_probs, float("-inf")),
+                                           next_log_probs)
+    lengths = (length + 1)[:, None].expand(k, vocab)
+    best = (cand / ((5.0 + lengths) / 6.0) ** alpha).reshape(-1).topk(k).indices
+    return best // vocab, best % vocab, cand.reshape(-1)[best]
+""", visible="was dropped"),
         Wrong("the best token of each beam instead of the best k overall", """
 def beam_step(log_prob, length, finished, next_log_probs, alpha, pad=0):
     k, vocab = next_log_probs.shape
