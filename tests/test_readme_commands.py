@@ -252,21 +252,36 @@ def test_the_remote_lab_command_works_as_written(tmp_path):
 # --- the chapter table -----------------------------------------------------------------------------
 
 
+def _minutes(text: str) -> float:
+    """'90 minutes', '70 min', '2 hours 15 minutes', '2 h 15 min', '2¼ hours', '3 h' -> minutes."""
+    text = text.replace("¼", ".25").replace("½", ".5").replace("¾", ".75")
+    hours = re.match(r"\s*([\d.]+)\s*(?:h|hours?)\b", text)
+    rest = text[hours.end():] if hours else text
+    minutes = re.match(r"\s*([\d.]+)\s*(?:min|minutes)\b", rest)
+    assert hours or minutes, f"no study time in {text[:60]!r}"
+    return (float(hours.group(1)) * 60 if hours else 0.0) + (float(minutes.group(1)) if minutes else 0.0)
+
+
 def test_the_chapter_table_gives_each_chapter_its_own_study_time():
-    """The README's "time to study" column is each chapter's own "*Time:* about N minutes" line."""
-    rows = re.findall(r"^\| (\d\d) \| `(\d\d_\w+)` \|.*\| (\d+) min \|[^|\n]*\|$", README, re.M)
+    """The README's "time to study" column is each chapter's own "*Time:* about ..." line (exercises included)."""
+    rows = re.findall(r"^\| (\d\d) \| `(\d\d_\w+)` \|[^|\n]*\| ([^|\n]*) \|[^|\n]*\|$", README, re.M)
     assert len(rows) >= 12, "the chapter table's rows were not found"
     wrong = []
-    for number, name, minutes in rows:
+    for number, name, cell in rows:
         chapter = ROOT / "chapters" / f"{name}.ipynb"
         assert chapter.exists(), f"README row {number}: no {chapter.name}"
         cells = json.loads(chapter.read_text())["cells"]
         text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-        own = re.findall(r"\*Time:\*\s*about (\d+) minutes", text)
-        assert len(own) == 1, f"{chapter.name}: one '*Time:* about N minutes' line expected, found {own}"
-        if own[0] != minutes:
-            wrong.append(f"{number}: README {minutes} min, the chapter about {own[0]} minutes")
+        own = re.findall(r"\*Time:\*\s*about ([^:;,(\n]*)", text)
+        assert len(own) == 1, f"{chapter.name}: one '*Time:* about ...' line expected, found {own}"
+        if _minutes(own[0]) != _minutes(cell.split("(")[0]):
+            wrong.append(f"{number}: README {cell!r}, the chapter about {own[0].strip()!r}")
     assert not wrong, "; ".join(wrong)
+
+
+def test_study_times_are_read_as_minutes():
+    assert [_minutes(t) for t in ("90 minutes", "70 min", "2 hours 15 minutes", "2 h 15 min", "2¼ hours", "3 h")] == [
+        90, 70, 135, 135, 135, 180]
 
 
 # --- nbgrader ----------------------------------------------------------------------------------------
