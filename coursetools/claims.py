@@ -36,7 +36,13 @@ def recorders(chapters: list[str] | None = None) -> dict[str, Callable[[int], di
             continue
         spec = importlib.util.spec_from_file_location(f"_claims_{chapter}", path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except ModuleNotFoundError as missing:  # the claims modules are tests: they need the full set-up
+            raise SystemExit(
+                f"{path.name} needs {missing.name!r}, which the learner's environment does not have: install the "
+                "full set-up (`.venv/bin/pip install -r requirements.txt`) to record the claims"
+            ) from None
         for name, experiment in getattr(module, "RECORD", {}).items():
             if name in found:
                 raise ValueError(f"two claims modules record {name!r}")

@@ -187,14 +187,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{fresh.relative_to(WORKSPACE.parent)} is a fresh copy of chapters/{fresh.name}{kept}")
             return 0
         if args.command == "status":
-            print("\n".join(status()))
+            try:
+                print("\n".join(status()), flush=True)
+            except BrokenPipeError:  # `status | head`: the reader left early; that is not an error
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
         copied = create()
         if copied:
             print(f"copied {len(copied)} chapter(s) into {WORKSPACE.name}/: " + ", ".join(p.stem for p in copied))
         if args.command == "lab":
             command = lab_command(extra=jupyter_args)
-            print("opening JupyterLab on my-work/:", " ".join(command[1:]), flush=True)
+            print("opening JupyterLab on my-work/:", " ".join(command), flush=True)
             if os.name == "nt":  # os.execv does not replace the process on Windows
                 import subprocess
 

@@ -414,3 +414,20 @@ def test_what_an_instructor_makes_is_git_ignored():
         ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=ROOT)
         assert ignored.returncode == 0, f"{folder}/ is not git-ignored"
         assert f"`{folder}/`" in README
+
+
+def test_workspace_status_into_a_closed_pipe_says_nothing_alarming(tmp_path):
+    """`workspace status | head -2` (a newcomer's finding): the reader leaving early is not a traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "coursetools.workspace", "status"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is written
+    _, err = proc.communicate(timeout=scaled(60))
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()[-2000:]
+
+
+def test_claims_recorder_without_the_full_environment_says_what_to_install():
+    """`python -m coursetools.claims --list` in the learner's environment (no pytest) names what is missing."""
+    code = "import sys; sys.modules['pytest'] = None; from coursetools.claims import main; main(['--list'])"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "requirements.txt" in done.stderr

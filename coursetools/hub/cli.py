@@ -87,6 +87,13 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
             raise ServeError(f"{why}: install Debian's `bubblewrap` package, or pass --sandbox none (students' "
                              "servers then see every file their Unix user can read, and the Python environment "
                              "must be reachable by every user)")
+    # What the hub needs, checked before anything is written (a failed start leaves no hub-state/ behind).
+    import importlib.util
+
+    if importlib.util.find_spec("jupyterhub") is None:
+        raise ServeError("JupyterHub is not installed in this environment: the hub needs the full set-up "
+                         "(`python3 -m coursetools.setup --full --no-lab`, or `.venv/bin/pip install -r requirements.txt`)")
+    proxy = proxy_command()
     state = Path(os.path.abspath(args.state))
     private = state / "private"
     state.mkdir(parents=True, exist_ok=True)
@@ -96,7 +103,7 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     course = stage_course(state)
     settings = {
         "ip": args.ip, "port": args.port or free_port(), "hub_port": args.hub_port or free_port(),
-        "proxy_api_port": args.proxy_api_port or free_port(), "proxy_command": proxy_command(),
+        "proxy_api_port": args.proxy_api_port or free_port(), "proxy_command": proxy,
         "private_dir": str(private), "course_dir": str(course), "users": users, "admins": admins,
         "sandbox": args.sandbox,
     }

@@ -409,6 +409,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report(results))
-    print(f"wrote {args.out}/<user>/<NN_name>.ipynb; grade with: python -m coursetools.grading {args.out} "
+    print(f"wrote {args.out}/<user>/<NN_name>.ipynb; grade with: .venv/bin/python -m coursetools.grading {args.out} "
           "--out grades/ --jobs 2")
     return 0
