@@ -142,9 +142,10 @@ def install_cpu_torch(python: Path, spec: str, index: str) -> bool:
         return True
     say(
         f"PyTorch's CPU wheel index ({index}) could not be used, so torch will come from the default "
-        "package index instead, which on Linux is the CUDA build: it runs on a CPU too, but it downloads "
-        "about 2.6 GB more and takes about 3.8 GB more disk (NVIDIA's libraries: a learner's environment "
-        f"of 5.1 GB instead of 1.3 GB). ({why(done)})"
+        "package index instead, which on Linux is usually the CUDA build: it runs on a CPU too, but it "
+        "downloads about 2.6 GB more and takes about 3.8 GB more disk (NVIDIA's libraries: a learner's "
+        "environment of 5.1 GB instead of 1.3 GB), unless pip finds a CPU build configured on this machine; "
+        f"the line '[set-up] installed torch ...' below says which build it took. ({why(done)})"
     )
     return False
 
