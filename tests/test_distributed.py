@@ -48,29 +48,29 @@ def _sleep(rank: int, world_size: int) -> None:
 
 @pytest.fixture(scope="module")
 def collectives():
-    return run_on_ranks(collectives_demo, P)
+    return run_on_ranks(collectives_demo, P, backend="gloo")
 
 
 @pytest.fixture(scope="module")
 def data_parallel():
-    return run_on_ranks(dp.data_parallel_worker, P, steps=3), dp.single_process_reference(steps=3)
+    return run_on_ranks(dp.data_parallel_worker, P, steps=3, backend="gloo"), dp.single_process_reference(steps=3)
 
 
 @pytest.fixture(scope="module")
 def tensor_parallel():
-    return run_on_ranks(tp.tensor_parallel_worker, P)
+    return run_on_ranks(tp.tensor_parallel_worker, P, backend="gloo")
 
 
 @pytest.fixture(scope="module")
 def ring():
-    return run_on_ranks(ra.ring_attention_worker, P, length=64)
+    return run_on_ranks(ra.ring_attention_worker, P, length=64, backend="gloo")
 
 
 # -- the process helper ----------------------------------------------------------------------------
 
 
 def test_run_on_ranks_returns_every_rank_result_in_order():
-    results = run_on_ranks(_rank_and_sum, 3, offset=1.0)
+    results = run_on_ranks(_rank_and_sum, 3, offset=1.0, backend="gloo")
     assert [r["rank"] for r in results] == [0, 1, 2] and all(r["world"] == 3 for r in results)
     assert all(r["sum"].item() == 0 + 1 + 2 + 3 and r["backend"] == "gloo" for r in results)
     assert multiprocessing.active_children() == []
@@ -78,7 +78,7 @@ def test_run_on_ranks_returns_every_rank_result_in_order():
 
 def test_a_rank_exception_reaches_the_caller_with_its_traceback():
     with pytest.raises(RuntimeError, match=r"rank 1 of 2 raised:(.|\n)*ValueError: rank 1 fails on purpose"):
-        run_on_ranks(_raise_on_rank_1, 2, timeout=30)
+        run_on_ranks(_raise_on_rank_1, 2, timeout=30, backend="gloo")
     assert multiprocessing.active_children() == []
 
 
@@ -86,7 +86,7 @@ def test_a_rank_exception_reaches_the_caller_with_its_traceback():
 def test_a_hung_group_times_out_and_leaves_nothing_running(fn):
     start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"ranks \[0, 1\] of 2 did not finish within 2 s"):
-        run_on_ranks(fn, 2, timeout=2)
+        run_on_ranks(fn, 2, timeout=2, backend="gloo")
     assert time.monotonic() - start < 30  # stopped, not waited for (600 s of sleep)
     assert multiprocessing.active_children() == []
 
@@ -95,16 +95,16 @@ def test_run_on_ranks_validates_its_arguments():
     with pytest.raises(TypeError, match="module-level function"):
         run_on_ranks(lambda rank, world: rank, 2)
     with pytest.raises(ValueError, match="world_size must be a positive int"):
-        run_on_ranks(_rank_and_sum, 0)
+        run_on_ranks(_rank_and_sum, 0, backend="gloo")
     with pytest.raises(ValueError, match="timeout must be a positive number"):
-        run_on_ranks(_rank_and_sum, 2, timeout=0)
+        run_on_ranks(_rank_and_sum, 2, timeout=0, backend="gloo")
     with pytest.raises(ValueError, match="backend must be"):
         run_on_ranks(_rank_and_sum, 2, backend="mpi")
 
 
 def test_the_rendezvous_port_is_free_and_fresh_each_run():
-    assert [r["sum"].item() for r in run_on_ranks(_rank_and_sum, 2)] == [1.0, 1.0]
-    assert [r["sum"].item() for r in run_on_ranks(_rank_and_sum, 2)] == [1.0, 1.0]  # no port left bound
+    assert [r["sum"].item() for r in run_on_ranks(_rank_and_sum, 2, backend="gloo")] == [1.0, 1.0]
+    assert [r["sum"].item() for r in run_on_ranks(_rank_and_sum, 2, backend="gloo")] == [1.0, 1.0]  # no port left bound
 
 
 # -- collectives -----------------------------------------------------------------------------------
@@ -293,3 +293,124 @@ def test_the_widget_draws_the_ring_s_own_layout():
     assert bool((owner_grid(P, "contiguous", is_causal=False) >= 0).all())
     assert "[" + ", ".join(str(w) for w in ra.ring_work_per_rank(P, 1024, "zigzag")) + "]" in _readout(P, "zigzag", True)
     assert repr(ring_widget()).startswith("Interactive widget")
+
+
+# -- the process helper's failure reports (review of chapter 13) -------------------------------------
+
+
+def _unpicklable_result(rank: int, world_size: int):
+    return lambda: rank  # a lambda cannot be pickled back to the caller
+
+
+def _rank_1_exits(rank: int, world_size: int) -> None:
+    import os
+
+    if rank == 1:
+        os._exit(3)
+    dist.all_reduce(torch.zeros(1))  # rank 0 fails here too, once rank 1 is gone: rank 1 is the cause
+
+
+def _mismatched_sizes(rank: int, world_size: int) -> None:
+    from utils.distributed import _exchange
+
+    _exchange(torch.zeros(4 + 4 * rank), torch.zeros(4), rank, world_size)  # rank 1 sends 8 values, rank 0 expects 4
+
+
+def _report_pid_then_sleep(rank: int, world_size: int, directory: str) -> None:
+    import os
+    import pathlib
+
+    pathlib.Path(directory, f"rank{rank}.pid").write_text(str(os.getpid()))
+    time.sleep(600)
+
+
+def _ring_bytes_sent(rank: int, world_size: int, n: int) -> int:
+    from utils.distributed import ring_all_reduce
+
+    return ring_all_reduce(torch.ones(n))
+
+
+def test_an_unpicklable_result_is_named():
+    with pytest.raises(RuntimeError, match=r"rank [01] of 2 raised:(.|\n)*result cannot be sent back to the caller \(it must pickle\)"):
+        run_on_ranks(_unpicklable_result, 2, timeout=30, backend="gloo")
+    assert multiprocessing.active_children() == []
+
+
+def test_a_rank_that_exits_is_blamed_not_the_rank_it_left_waiting():
+    with pytest.raises(RuntimeError, match=r"^rank 1 exited with code 3 before returning a result \(2 ranks\)"):
+        run_on_ranks(_rank_1_exits, 2, timeout=30, backend="gloo")
+    assert multiprocessing.active_children() == []
+
+
+def test_mismatched_sizes_name_the_aborted_rank_its_signal_and_its_stderr():
+    with pytest.raises(RuntimeError, match=r"rank 0 was killed by signal SIGABRT before returning a result(.|\n)*stderr"):
+        run_on_ranks(_mismatched_sizes, 2, timeout=30, backend="gloo")
+    assert multiprocessing.active_children() == []
+
+
+def test_the_timeout_message_does_not_assume_a_mismatched_call():
+    with pytest.raises(TimeoutError, match=r"may wait for a rank that never calls it(.|\n)*or the machine is slow \(raise timeout=\.\.\.\)"):
+        run_on_ranks(_sleep, 2, timeout=2, backend="gloo")
+
+
+def test_ranks_die_with_their_parent(tmp_path):
+    """kill -9 the process that called run_on_ranks: its ranks must not live on until the group's timeout."""
+    import os
+    import pathlib
+    import signal
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parent
+    script = (f"import sys; sys.path[:0] = [{str(root.parent)!r}, {str(root)!r}]\n"
+              "from test_distributed import _report_pid_then_sleep\n"
+              "from utils.distributed import run_on_ranks\n"
+              f"run_on_ranks(_report_pid_then_sleep, 2, {str(tmp_path)!r}, timeout=300, backend='gloo')\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("rank*.pid"))) < 2:
+            assert time.monotonic() < deadline and parent.poll() is None, "the ranks never started"
+            time.sleep(0.2)
+        pids = [int(f.read_text()) for f in sorted(tmp_path.glob("rank*.pid"))]
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        return state != "Z"  # a zombie has exited; only its parent (now init) has not collected it yet
+
+    if not pathlib.Path("/proc").is_dir():
+        pytest.skip("needs /proc (Linux) to look at the ranks")
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [pid for pid in pids if alive(pid)]
+    for pid in left:  # do not leave them behind if the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"ranks {left} outlived their killed parent"
+
+
+def test_ring_bytes_are_exact_only_when_p_divides_n():
+    sent = run_on_ranks(_ring_bytes_sent, 3, 7, backend="gloo")  # chunks of 3, 2, 2 values
+    assert sent == [40, 36, 36] and sum(sent) == pytest.approx(3 * ring_bytes("all_reduce", 7 * 4, 3))
+    assert run_on_ranks(_ring_bytes_sent, 3, 9, backend="gloo") == [ring_bytes("all_reduce", 9 * 4, 3)] * 3
+
+
+def test_ring_bytes_validates_world_size_for_every_collective():
+    for world_size in (0, -5):
+        with pytest.raises(ValueError, match="world_size must be a positive int"):
+            ring_bytes("broadcast", 800, world_size)
+
+
+def test_choose_backend_needs_one_gpu_per_rank(monkeypatch):
+    from utils.distributed import choose_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    assert choose_backend(2) == "nccl" and choose_backend(4) == "gloo"

@@ -95,8 +95,9 @@ def ring_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
     """Exact attention over a sequence split across the ranks of the current process group.
 
     Each rank passes q, k, v of shape (G, N/p, d): its own chunks (``shard_sequence``). The K/V chunks
-    travel once around the ring (p - 1 exchanges, each overlapped with the attention of the previous
-    chunk); each arriving block's partial attention comes from chapter 8's ``tiled_attention_forward``
+    travel once around the ring in p - 1 exchanges; each is posted (isend/irecv) before the rank computes
+    with the K/V it holds and waited for afterwards, so the transfer may overlap that computation (whether
+    it does depends on the backend; it is not measured here). Each arriving block's partial attention comes from chapter 8's ``tiled_attention_forward``
     as (output, log-sum-exp) and is merged into the running (m, l, acc) statistics of the online softmax.
     Returns this rank's output (G, N/p, d_v), its rows' log-sum-exp (G, N/p, 1) and counts: score entries
     computed (the causal triangle counted as computed), the largest score block, bytes sent."""
@@ -144,7 +145,8 @@ def ring_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o
     """Gradients of ring attention for this rank's chunks: K/V travel around the ring again, now with
     accumulators for their gradients; each block's contribution comes from chapter 8's
     ``tiled_attention_backward`` with the rows' final output and log-sum-exp, and after one more hop every
-    dK, dV is back on the rank that owns its chunk."""
+    dK, dV is back on the rank that owns its chunk. Its exchanges are blocking: each waits for the transfer
+    before computing."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
     layout = chunk_layout(world_size, order)
     _check_local(q, k, v, len(layout[0]))

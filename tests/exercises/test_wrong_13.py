@@ -25,6 +25,23 @@ def merge_attention_blocks(out_a, lse_a, out_b, lse_b):
     w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
     return (w_a * out_a + w_b * out_b) / (w_a + w_b), m + torch.log(w_a + w_b)
 """, visible="NaN"),
+        Wrong("both-empty case guarded, one empty block gives NaN (sigmoid form)", """
+def merge_attention_blocks(out_a, lse_a, out_b, lse_b):
+    both = torch.isneginf(lse_a) & torch.isneginf(lse_b)
+    d = torch.where(both, torch.zeros_like(lse_a), lse_a - lse_b)
+    w = torch.sigmoid(d)
+    lse = torch.where(both, lse_a, lse_b + torch.nn.functional.softplus(d))
+    return w * out_a + (1 - w) * out_b, lse
+""", visible="gave NaN (a causal ring"),
+        Wrong("float64 output for float32 input", """
+def merge_attention_blocks(out_a, lse_a, out_b, lse_b):
+    lse = torch.maximum(lse_a, lse_b)
+    shift = torch.where(lse == float("-inf"), torch.zeros(lse.shape, dtype=torch.float64), lse)
+    weight_a, weight_b = torch.exp(lse_a - shift), torch.exp(lse_b - shift)
+    total = weight_a + weight_b
+    out = (weight_a * out_a + weight_b * out_b) / torch.where(total > 0, total, torch.ones_like(total))
+    return out, shift + torch.log(total)
+""", visible="keep the inputs' dtype"),
     ],
     "ex13_2": [
         Wrong("one all-reduce per parameter", """
@@ -79,6 +96,51 @@ def make_bucket_hook(bucket, all_reduce, world_size):
         flat /= world_size
     return hook
 """, visible="copy the averaged values back"),
+        Wrong("assumes the bucket's last parameter arrives last", """
+def make_bucket_hook(bucket, all_reduce, world_size):
+    def hook(param):
+        if param is not bucket[-1]:
+            return
+        flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+        all_reduce(flat)
+        flat /= world_size
+        offset = 0
+        for p in bucket:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+    return hook
+""", visible="not in the bucket's"),
+        Wrong("'no gradient is None' taken for 'all have arrived'", """
+def make_bucket_hook(bucket, all_reduce, world_size):
+    def hook(param):
+        if any(p.grad is None for p in bucket):
+            return
+        flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+        all_reduce(flat)
+        flat /= world_size
+        offset = 0
+        for p in bucket:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+    return hook
+""", visible="set_to_none=False"),
+        Wrong("divided by the bucket's length", """
+def make_bucket_hook(bucket, all_reduce, world_size):
+    state = {"n": 0}
+    def hook(param):
+        state["n"] += 1
+        if state["n"] < len(bucket):
+            return
+        state["n"] = 0
+        flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+        all_reduce(flat)
+        flat /= len(bucket)
+        offset = 0
+        for p in bucket:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+    return hook
+""", visible="bucket's length"),
     ],
     "ex13_3": [
         Wrong("bias added before the all-reduce", """
@@ -95,6 +157,10 @@ def row_parallel_output(heads, weight, bias, all_reduce):
     all_reduce(partial)
     return partial + bias
 """, visible="does not change its argument"),
+        Wrong("hard-coded 2 ranks: half the bias on each", """
+def row_parallel_output(heads, weight, bias, all_reduce):
+    return all_reduce(heads @ weight.T + bias / 2)
+""", visible="assume 2 ranks"),
     ],
     "ex13_4": [
         Wrong("the ring's traffic, not the ratio", """
@@ -109,6 +175,10 @@ def hub_over_ring(p):
 def hub_over_ring(p):
     return float(p)
 """, visible="is not right"),
+        Wrong("integer division: right at p = 8 only by luck", """
+def hub_over_ring(p):
+    return p // 2
+""", visible="hub_over_ring(7)"),
     ],
     "ex13_5": [
         Wrong("not divided by the ranks", """
