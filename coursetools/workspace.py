@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                 import subprocess
 
                 return subprocess.call(command, env=lab_environment())
-            os.execve(command[0], command, lab_environment())
+            os.environ.update(lab_environment())
+            os.execv(command[0], command)
         elif not copied:
             print(f"{WORKSPACE.name}/ already has every chapter (see `status`)")
         return 0

@@ -190,10 +190,15 @@ def test_no_sandbox_kills_a_fork_hopper(tmp_path):
         pytest.skip("this is about grading as root")
     if sandbox.python_fails_as_another_user() is not None:
         pytest.skip("an unprivileged submission user cannot start Python here")
-    library = sandbox.stage_library(tmp_path / "lib")
-    os.chmod(tmp_path, 0o711)
-    result, _ = _run(tmp_path, library, sandbox.Limits(cell_cpu_seconds=10, notebook_cpu_seconds=30),
-                     FORK_HOPPER, "import time\ntime.sleep(1)", mode="none")
+    # pytest's tmp_path lies under /tmp/pytest-of-root (mode 0700), which the reserved user cannot enter
+    work = Path(tempfile.mkdtemp(prefix="fork-hopper-", dir="/tmp"))
+    try:
+        os.chmod(work, 0o711)
+        library = sandbox.stage_library(work / "lib")
+        result, _ = _run(work, library, sandbox.Limits(cell_cpu_seconds=10, notebook_cpu_seconds=30),
+                         FORK_HOPPER, "import time\ntime.sleep(1)", mode="none")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     assert result.status == "finished", result
     time.sleep(2)
     assert _leftover_processes() == []  # the hopper's command line carries 4244

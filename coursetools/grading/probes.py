@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +119,33 @@ def _literal(node: ast.AST, what: str) -> Any:
     try:
         return ast.literal_eval(node)
     except ValueError as exc:
-        raise ProbeError(f"{what} must be a literal, got {ast.unparse(node)!r}") from exc
+        value = _arithmetic(node)
+        if value is None:
+            raise ProbeError(f"{what} must be a literal, got {ast.unparse(node)!r}") from exc
+        return value
+
+
+# A tolerance may be arithmetic on numbers and a dtype's machine epsilon, e.g. ``100 * torch.finfo(torch.float32).eps
+# * 3000.0`` (the author's hidden test, never the submission's code): evaluated here, by walking the tree.
+_FINFO_DTYPES = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+              ast.Div: lambda a, b: a / b, ast.Pow: lambda a, b: a**b}
+
+
+def _arithmetic(node: ast.AST) -> float | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _arithmetic(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _arithmetic(node.left), _arithmetic(node.right)
+        return None if left is None or right is None else _OPERATORS[type(node.op)](left, right)
+    text = ast.unparse(node)
+    match = re.fullmatch(r"torch\.finfo\(torch\.(\w+)\)\.eps", text)
+    if match and match.group(1) in _FINFO_DTYPES:
+        return _FINFO_DTYPES[match.group(1)]
+    return None
 
 
 MUTATORS = {"append", "extend", "insert", "update", "setdefault", "add", "remove", "discard", "pop", "clear",

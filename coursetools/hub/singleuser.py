@@ -17,7 +17,7 @@ from coursetools import workspace
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    chapters = Path(os.environ.get("COURSE_HUB_CHAPTERS", workspace.notebooks.CHAPTERS))
+    chapters = Path(os.environ.get("COURSE_HUB_CHAPTERS", workspace.CHAPTERS))
     work = Path.home() / "my-work"
     copied = workspace.create(work, source=chapters)
     if copied:
