@@ -320,41 +320,53 @@ def python_fails_as_another_user() -> str | None:
 SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
-def bwrap_command(workdir: Path, library: Path, as_root: bool, scratch_bytes: int = Limits.scratch_bytes) -> list[str]:
-    """The bubblewrap prefix: a new, nearly empty root with only what a submission needs."""
-    args = [shutil.which("bwrap") or "bwrap"]
-    bound: list[str] = []
+class RootView:
+    """A bubblewrap root being built: the system folders read-only (``args``), then whatever is bound with
+    :meth:`ro_bind`, each with the parent folders it needs (made once, 0755) unless a bind already covers it.
+    The grader's sandbox and the hub's student servers both start from it."""
 
-    def covered(path: str) -> bool:
-        return any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound)
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self.bound: list[str] = []
+        self._made: set[str] = set()
+        for path in SYSTEM:
+            if os.path.islink(path):
+                self.args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                self.args += ["--ro-bind", path, path]
+                self.bound.append(path)
 
-    made: set[str] = set()
+    def covered(self, path: str) -> bool:
+        return any(path == b or path.startswith(b.rstrip("/") + "/") for b in self.bound)
 
-    def parents(path: str) -> list[str]:
+    def parents(self, path: str) -> list[str]:
         out = []
         for parent in reversed(Path(path).parents):
             p = str(parent)
-            if p != "/" and p not in made and not covered(p):
-                made.add(p)
+            if p != "/" and p not in self._made and not self.covered(p):
+                self._made.add(p)
                 out += ["--perms", "0755", "--dir", p]
         return out
 
-    for path in SYSTEM:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-            bound.append(path)
+    def ro_bind(self, path: str) -> None:
+        """Bind ``path`` read-only at the same place, unless a bind already covers it."""
+        if not self.covered(path):
+            self.args += self.parents(path) + ["--ro-bind", path, path]
+            self.bound.append(path)
+
+
+def bwrap_command(workdir: Path, library: Path, as_root: bool, scratch_bytes: int = Limits.scratch_bytes) -> list[str]:
+    """The bubblewrap prefix: a new, nearly empty root with only what a submission needs."""
+    view = RootView()
     # The private /tmp and /dev/shm first: a Python environment that lives under /tmp (a CI checkout in
     # /tmp, say) is then bound on top of the empty /tmp instead of being hidden by it.
     # Both writable by the run's user (1777, as on any machine) and each at most ``scratch_bytes``.
-    args += ["--dev", "/dev", "--proc", "/proc"]
+    view.args += ["--dev", "/dev", "--proc", "/proc"]
     for folder in ("/tmp", "/dev/shm"):
-        args += ["--perms", "1777", "--size", str(scratch_bytes), "--tmpfs", folder]
+        view.args += ["--perms", "1777", "--size", str(scratch_bytes), "--tmpfs", folder]
     for path in map(str, _python_paths()):
-        if not covered(path):
-            args += parents(path) + ["--ro-bind", path, path]
-            bound.append(path)
+        view.ro_bind(path)
+    args = [shutil.which("bwrap") or "bwrap", *view.args]
     args += ["--ro-bind", str(library), SANDBOX_LIBRARY, "--bind", str(workdir), SANDBOX_WORKDIR]
     args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     if not as_root:

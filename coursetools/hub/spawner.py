@@ -39,7 +39,7 @@ import psutil
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Unicode
 
-SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+from coursetools.grading.sandbox import RootView
 
 
 def python_paths() -> list[str]:
@@ -50,35 +50,13 @@ def python_paths() -> list[str]:
 
 def bwrap_command(home: str, course: str, uid: int, gid: int, read_only: list[str] | None = None) -> list[str]:
     """bubblewrap, then setpriv to the student: the prefix of a student's server command."""
-    args = [shutil.which("bwrap") or "/usr/bin/bwrap"]
-    bound: list[str] = []
-    made: set[str] = set()
-
-    def covered(path: str) -> bool:
-        return any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound)
-
-    def parents(path: str) -> list[str]:
-        out = []
-        for parent in reversed(Path(path).parents):
-            p = str(parent)
-            if p != "/" and p not in made and not covered(p):
-                made.add(p)
-                out += ["--perms", "0755", "--dir", p]
-        return out
-
-    for path in SYSTEM:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-            bound.append(path)
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
-             "--ro-bind-try", "/sys", "/sys"]
+    view = RootView()
+    view.args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
+                  "--ro-bind-try", "/sys", "/sys"]
     for path in [*python_paths(), course, *(read_only or [])]:
-        if not covered(path):
-            args += parents(path) + ["--ro-bind", path, path]
-            bound.append(path)
-    args += parents(home) + ["--bind", home, home]
+        view.ro_bind(path)
+    args = [shutil.which("bwrap") or "/usr/bin/bwrap", *view.args]
+    args += view.parents(home) + ["--bind", home, home]
     args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--chdir", home, "--"]
     args += [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups",
              "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
