@@ -3,12 +3,13 @@
 Every scheme equals its single-device reference under the tolerance policy, forward and gradients; the
 counted bytes and memory per rank equal the formulas; and the process helper returns results, reports a
 rank's exception, stops a hung group with a clear message and leaves no process behind. Each p = 4 run is
-one fork of four ranks (the workers run several cases each, to keep the number of runs small).
+one start of four ranks (the workers run several cases each, to keep the number of runs small).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 
 import pytest
@@ -322,6 +323,39 @@ def _report_pid_then_sleep(rank: int, world_size: int, directory: str) -> None:
 
     pathlib.Path(directory, f"rank{rank}.pid").write_text(str(os.getpid()))
     time.sleep(600)
+
+
+_HELD_BY_A_THREAD = threading.Lock()
+
+
+def _take_the_lock(rank: int, world_size: int) -> bool:
+    """True when this rank can take a lock that, in the caller, another thread holds."""
+    taken = _HELD_BY_A_THREAD.acquire(timeout=5)
+    if taken:
+        _HELD_BY_A_THREAD.release()
+    return taken
+
+
+def test_a_lock_held_by_another_thread_of_the_caller_does_not_reach_the_ranks():
+    """The CI failure of 2026-12-01: ring attention's ranks hung for 60 s in a pytest worker that had run other
+    tests first. A rank forked from a process with threads inherits every lock as it was at the fork, including
+    one another thread held then and will never release in the copy; a Jupyter kernel and PyTorch have such
+    threads. The ranks start from a fork server without threads instead, so they find the lock free."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with _HELD_BY_A_THREAD:
+            holding.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        assert run_on_ranks(_take_the_lock, 2, backend="gloo", timeout=120) == [True, True]
+    finally:
+        release.set()
+        thread.join()
 
 
 def _ring_bytes_sent(rank: int, world_size: int, n: int) -> int:

@@ -49,20 +49,30 @@ def _to_cpu(tree: Any) -> Any:
 
 
 def _die_with_parent(parent: int) -> None:
-    """A rank must not outlive the notebook or test that started it (killed with kill -9, say): on Linux the
-    kernel sends it SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG); elsewhere a thread polls."""
+    """A rank must not outlive the notebook or test that started it (killed with kill -9, say): a thread polls
+    the caller's process id, and on Linux the kernel also sends the rank SIGKILL when its parent dies (prctl
+    PR_SET_PDEATHSIG; the parent is the fork server, which exits with the caller, or the caller itself)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
 
+    def caller_alive() -> bool:
+        try:
+            os.kill(parent, 0)  # signal 0: only asks whether the process exists
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
     def watch() -> None:
-        while os.getppid() == parent:
+        while caller_alive():
             time.sleep(0.5)
         os._exit(1)
 
-    if os.getppid() != parent:  # the parent died before the signal was armed
+    if not caller_alive():  # the caller died before the signal was armed
         os._exit(1)
     threading.Thread(target=watch, daemon=True).start()
 
@@ -111,10 +121,16 @@ def _dead_ranks(procs: list, grace: float = 2.0) -> list[str]:
     return dead
 
 
+_PRELOAD = ["torch", "torch.distributed", "utils.distributed", "utils.data_parallel", "utils.tensor_parallel",
+            "utils.ring_attention"]
+
+
 def _start_method(backend: str) -> str:
-    """fork (no second torch import, about 4 s saved per rank) on Linux while CUDA is untouched; else spawn."""
-    if backend == "gloo" and "fork" in multiprocessing.get_all_start_methods() and not torch.cuda.is_initialized():
-        return "fork"
+    """forkserver on Linux while CUDA is untouched (torch imported once, in a process without threads, whose
+    copies cannot inherit a lock held by another thread at fork time, as a fork of a Jupyter kernel can); else spawn."""
+    if backend == "gloo" and "forkserver" in multiprocessing.get_all_start_methods() and not torch.cuda.is_initialized():
+        multiprocessing.get_context("forkserver").set_forkserver_preload(_PRELOAD)  # used when the server starts
+        return "forkserver"
     return "spawn"
 
 
