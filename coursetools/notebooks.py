@@ -55,6 +55,9 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, timeout: int = 600) -> nbf
         store_widget_state=True,
         record_timing=False,
         allow_errors=False,
+        # Without it every run starts with ipykernel's "running over TCP without encryption" warning (the
+        # kernel listens on 127.0.0.1 only, for this one run); the kernel's errors are still shown.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
     client.execute()
     return nb

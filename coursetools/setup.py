@@ -119,6 +119,15 @@ def create_venv(venv: Path) -> Path:
     return python
 
 
+def installed_version(python: Path, package: str) -> str | None:
+    """The version of ``package`` in the environment of ``python``, or None when it is not installed."""
+    done = subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
 def install_cpu_torch(python: Path, spec: str, index: str) -> bool:
     """Try PyTorch's CPU build from ``index``; on failure say what it costs and return False."""
     say(f"installing PyTorch's CPU build ({spec}, about 180 MiB to download) from {index}")
@@ -189,8 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     requirements = ROOT / ("requirements.txt" if args.full else "requirements-learner.txt")
     python = create_venv(args.venv)
-    if torch_route(args.torch) == "cpu":
-        install_cpu_torch(python, torch_requirement(requirements), args.torch_index)
+    spec = torch_requirement(requirements)
+    have = installed_version(python, "torch")
+    if have is not None and spec == f"torch=={have.split('+')[0]}":
+        say(f"torch {have} is already installed in {args.venv.name}: nothing to download for it")
+    elif torch_route(args.torch) == "cpu":
+        install_cpu_torch(python, spec, args.torch_index)
     else:
         say(
             "torch comes from the default package index, with the rest (on macOS, Windows and Linux with "

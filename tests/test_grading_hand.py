@@ -44,6 +44,9 @@ def test_hand_marks_go_into_the_final_gradebook_and_survive_regrading(tmp_path):
     assert "2 still without points" in first.stdout
     marks = read(grades / "hand-graded.csv")
     assert [(m["student"], m["exercise"], m["points"]) for m in marks] == [("ada", "3.6", ""), ("bob", "3.6", "")]
+    # As the README says: the first run already writes final-gradebook.csv, its hand rows not yet graded.
+    assert "already a `grades/final-gradebook.csv`" in README
+    assert [r["status"] for r in read(grades / "final-gradebook.csv")] == ["passed", NEEDS_MANUAL, NEEDS_MANUAL]
     marks[0]["points"], marks[0]["comment"] = "2.5", "clear, misses the d_k argument"
     with (grades / "hand-graded.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(marks[0]))

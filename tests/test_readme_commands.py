@@ -90,6 +90,10 @@ STUB = """#!{python}
 # (the CPU torch step) is handed to the real pip, in isolation (no config, no local wheels).
 import json, subprocess, sys
 args = sys.argv[1:]
+if args[:1] == ["-c"] and "importlib.metadata" in args[1]:  # the set-up asks which torch is installed
+    installed = {installed!r}
+    print(installed or "")
+    sys.exit(0 if installed else 1)
 with open({log!r}, "a") as log:
     log.write(json.dumps(args) + "\\n")
 if args[:3] == ["-m", "pip", "install"] and "--index-url" in args:
@@ -98,11 +102,11 @@ if args[:3] == ["-m", "pip", "install"] and "--index-url" in args:
 """
 
 
-def stub_environment(tmp_path: Path) -> tuple[Path, Path]:
+def stub_environment(tmp_path: Path, torch_installed: str | None = None) -> tuple[Path, Path]:
     venv, log = tmp_path / "venv", tmp_path / "calls.jsonl"
     (venv / "bin").mkdir(parents=True)
     python = venv / "bin" / "python"
-    python.write_text(STUB.format(python=sys.executable, log=str(log)))
+    python.write_text(STUB.format(python=sys.executable, log=str(log), installed=torch_installed))
     python.chmod(0o755)
     return venv, log
 
@@ -152,6 +156,27 @@ def test_setup_falls_back_when_the_cpu_index_cannot_be_reached(tmp_path):
     assert "pip could not connect: [Errno 111] Connection refused" in fallback[0], fallback[0]
     assert "ResolutionImpossible" not in fallback[0], "pip's misleading last line is not what it says"
     assert "Retrying" not in done.stdout + done.stderr, "pip's retry warnings are not shown"
+
+
+def test_setup_run_again_does_not_announce_a_download_for_the_torch_it_has(tmp_path):
+    """A newcomer who runs the set-up a second time (to finish an interrupted install, say) was told again
+    that PyTorch's CPU build is "about 180 MiB to download", although the pinned version was installed."""
+    venv, log = stub_environment(tmp_path, torch_installed="2.13.0+cpu")
+    done = subprocess.run(
+        [sys.executable, "-m", "coursetools.setup", "--torch", "cpu", "--no-lab", "--venv", str(venv)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "MiB to download" not in done.stdout and "--index-url" not in done.stdout, done.stdout
+    assert "torch 2.13.0+cpu is already installed in venv" in done.stdout, done.stdout
+    assert recorded(log)[0] == ["-m", "pip", "install", "-r", "requirements-learner.txt"]
+    other, log_other = stub_environment(tmp_path / "older", torch_installed="2.12.1")
+    done = subprocess.run(
+        [sys.executable, "-m", "coursetools.setup", "--torch", "cpu", "--torch-index",
+         f"http://127.0.0.1:{free_port()}/whl/cpu", "--no-lab", "--venv", str(other)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert "about 180 MiB to download" in done.stdout, "another version installed: the pinned one is fetched"
 
 
 def test_setup_uses_the_default_index_where_pypi_has_the_right_build(tmp_path):

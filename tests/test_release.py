@@ -362,3 +362,21 @@ def test_book_solution_pages_have_no_hidden_tests_and_keep_outputs(name):
     assert [c.get("outputs") for c in page.cells if c.cell_type == "code"] == \
         [c.get("outputs") for c in solution.cells if c.cell_type == "code" and not release.is_rubric(c)]
     assert page.metadata.get("widgets") == solution.metadata.get("widgets")
+
+
+def test_executing_a_notebook_prints_no_kernel_warning(tmp_path):
+    """A newcomer's `release --execute-solutions NN` printed ipykernel's "running over TCP without encryption"
+    warning once per notebook, which reads as a security problem; the kernel's own errors still reach stderr."""
+    import subprocess
+    import sys
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    script = ("import sys, nbformat; from pathlib import Path; from coursetools import notebooks\n"
+              f"nb = notebooks.execute(nbformat.read({str(path)!r}, as_version=4), Path({str(tmp_path)!r}))\n"
+              "print(nb.cells[0].outputs[0].text.strip())\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("42")
+    assert "without encryption" not in done.stdout + done.stderr, done.stderr
