@@ -298,8 +298,15 @@ def test_without_triton_the_module_says_what_is_missing_and_the_chapter_skips_it
                 continue
             source = "".join(cell["source"])
             buffer = io.StringIO()
-            with contextlib.redirect_stdout(buffer):
-                exec(compile(source, cell["id"], "exec"), namespace)
+            try:
+                with contextlib.redirect_stdout(buffer):
+                    exec(compile(source, cell["id"], "exec"), namespace)
+            except AssertionError as exc:
+                # Exercise 11.8's hidden tests run the learner's kernel, so without Triton they fail and say
+                # why; only the grader runs them (where Triton is), the learner's chapter has none.
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                assert grade_id == "ex11_8_check" and "needs Triton" in str(exc), (cell["id"], str(exc))
+                assert "Exercise 11.8: not yet. this exercise needs Triton" in buffer.getvalue(), buffer.getvalue()
             printed.append(buffer.getvalue())
         text = "".join(printed)
         assert "Triton is not installed" in text, text[-500:]
