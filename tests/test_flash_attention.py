@@ -142,6 +142,56 @@ def test_forward_saves_the_natural_log_sum_exp():
     assert_close(lse, expected, what="log-sum-exp")
 
 
+def _errors_against_float64(fn, shape, is_causal, seed, multiplier):
+    """Max |error| of fn's float32 output, dq, dk, dv against float64 SDPA, with q and k times multiplier;
+    and one rounding of the largest score carried through P to dV: eps · max|t| · max_j Σ_i P_ij |dO_i|."""
+    q, k, v, grad_out = (t.double() for t in _inputs(shape, torch.float32, seed))
+    q, k = q * multiplier, k * multiplier
+    exact = []
+    for dtype, f in ((torch.float64, F.scaled_dot_product_attention), (torch.float32, fn)):
+        leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
+        out = f(*leaves, is_causal=is_causal)
+        exact.append([out, *torch.autograd.grad(out, leaves, grad_out.to(dtype))])
+    scores = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5  # (..., N_q, N_k)
+    if is_causal:
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=DEVICE).triu(1),
+                                    float("-inf"))
+    weights = scores.softmax(-1)
+    one_rounding = (torch.finfo(torch.float32).eps * scores.nan_to_num(0, 0, 0).abs().max() * fa.LOG2E
+                    * (weights.transpose(-2, -1) @ grad_out.abs()).max()).item()
+    return [(ours.double() - ref).abs().max().item() for ours, ref in zip(exact[1], exact[0])], one_rounding
+
+
+LARGE = (1, 2, 20, 30, 16, 16)  # q, k ~ 30·N(0, 1), d = 16: scores ~±1e3
+
+
+@needs_triton
+@pytest.mark.skipif(not fa.INTERPRETED, reason="the interpreter's products: equal tiles round alike")
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_gradients_at_large_logits_are_as_accurate_as_sdpa(is_causal, seed):
+    # P = 2^(t - L log2 e) is exact at a row's maximum only if the backward pass recomputes t bit for bit as
+    # the forward pass did. The dK, dV kernel once computed K Qᵀ instead of Q Kᵀ: one rounding apart, its
+    # dV was 20-200 times less accurate than float32 SDPA's (seed 0: 1.6e-3 against 6.9e-5).
+    ours, _ = _errors_against_float64(fa.flash_attention, LARGE, is_causal, seed, 30.0)
+    sdpa, _ = _errors_against_float64(F.scaled_dot_product_attention, LARGE, is_causal, seed, 30.0)
+    for name, e_ours, e_sdpa in zip(("output", "dq", "dk", "dv"), ours, sdpa):
+        assert e_ours <= 10 * e_sdpa + 1e-7, f"{name}: {e_ours:.3g} against float64, SDPA float32 {e_sdpa:.3g}"
+
+
+@needs_triton
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_dv_at_large_logits_costs_at_most_one_rounding_of_the_scores_when_tiles_differ(is_causal, seed):
+    # Tiles that differ between the passes round Q Kᵀ differently (under the interpreter; measured: 0.01-0.5
+    # of this bound on 12 cases), as the chapter says: the price of recomputing P instead of storing it.
+    blocks = {"forward": (64, 16), "dkdv": (16, 64), "dq": (64, 32)}
+    ours, bound = _errors_against_float64(lambda *a, **kw: fa.flash_attention(*a, **kw, blocks=blocks),
+                                          LARGE, is_causal, seed, 30.0)
+    default, _ = _errors_against_float64(fa.flash_attention, LARGE, is_causal, seed, 30.0)
+    assert max(ours[3], default[3]) <= bound, f"dv {ours[3]:.3g} (default tiles {default[3]:.3g}) > {bound:.3g}"
+
+
 def _error(exc_type, match, *args, **kwargs):
     with pytest.raises(exc_type, match=match):
         fa.flash_attention(*args, **kwargs)
@@ -248,8 +298,15 @@ def test_without_triton_the_module_says_what_is_missing_and_the_chapter_skips_it
                 continue
             source = "".join(cell["source"])
             buffer = io.StringIO()
-            with contextlib.redirect_stdout(buffer):
-                exec(compile(source, cell["id"], "exec"), namespace)
+            try:
+                with contextlib.redirect_stdout(buffer):
+                    exec(compile(source, cell["id"], "exec"), namespace)
+            except AssertionError as exc:
+                # Exercise 11.8's hidden tests run the learner's kernel, so without Triton they fail and say
+                # why; only the grader runs them (where Triton is), the learner's chapter has none.
+                grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                assert grade_id == "ex11_8_check" and "needs Triton" in str(exc), (cell["id"], str(exc))
+                assert "Exercise 11.8: not yet. this exercise needs Triton" in buffer.getvalue(), buffer.getvalue()
             printed.append(buffer.getvalue())
         text = "".join(printed)
         assert "Triton is not installed" in text, text[-500:]

@@ -283,23 +283,25 @@ def _dkdv_query_block(dk, dv, k, v, q_base, do_base, lse_base, delta_base, start
                       D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                       BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
                       PRECISION: tl.constexpr, UPCAST: tl.constexpr):
-    """Add one block of queries' contribution to dK and dV of a block of keys (transposed: keys are rows)."""
+    """Add one block of queries' contribution to dK and dV of a block of keys."""
     q = _load_tile(q_base, start_m, n_q, BLOCK_M, D, BLOCK_D, UPCAST)  # (BLOCK_M, BLOCK_D)
     do = _load_tile(do_base, start_m, n_q, BLOCK_M, DV, BLOCK_DV, UPCAST)  # (BLOCK_M, BLOCK_DV)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     lse2 = tl.load(lse_base + offs_m, mask=offs_m < n_q, other=0.0) * 1.4426950408889634  # L_i log2 e
     delta = tl.load(delta_base + offs_m, mask=offs_m < n_q, other=0.0)
-    s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale  # (BLOCK_N, BLOCK_M) = Sᵀ, base 2
-    p_t = tl.exp2(s_t - lse2[None, :])  # Pᵀ, recomputed from the saved log-sum-exp
+    # S as the forward pass computed it, Q Kᵀ and not K Qᵀ: P = 2^(t - L log2 e) is exact only if t is the
+    # very number the forward pass turned into L (at scores ~1e3 one rounding apart costs P ~1e-4).
+    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
+    p = tl.exp2(s - lse2[:, None])  # P, recomputed from the saved log-sum-exp
     if MASKED:
-        keep = offs_m[None, :] < n_q
+        keep = offs_m[:, None] < n_q
         if CAUSAL:
-            keep = keep & (offs_n[:, None] <= offs_m[None, :])
-        p_t = tl.where(keep, p_t, 0.0)
-    dv += tl.dot(_operand(p_t, q_base.dtype.element_ty, UPCAST), do, input_precision=PRECISION)  # Pᵀ dO
-    dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)  # (BLOCK_N, BLOCK_M) = (dO Vᵀ)ᵀ
-    ds_t = p_t * (dp_t - delta[None, :])  # dSᵀ = Pᵀ ∘ (dPᵀ - D)
-    dk += tl.dot(_operand(ds_t, q_base.dtype.element_ty, UPCAST), q, input_precision=PRECISION)  # dSᵀ Q
+            keep = keep & (offs_n[None, :] <= offs_m[:, None])
+        p = tl.where(keep, p, 0.0)
+    dv += tl.dot(tl.trans(_operand(p, q_base.dtype.element_ty, UPCAST)), do, input_precision=PRECISION)  # Pᵀ dO
+    dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N) = dO Vᵀ
+    ds = p * (dp - delta[:, None])  # dS = P ∘ (dP - D)
+    dk += tl.dot(tl.trans(_operand(ds, q_base.dtype.element_ty, UPCAST)), q, input_precision=PRECISION)  # dSᵀ Q
     return dk, dv
 
 

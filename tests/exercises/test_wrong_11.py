@@ -1,6 +1,9 @@
 """Chapter 11: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import Wrong, check_wrong_answers
+import re
+
+import nbformat
+from wrong_answer_driver import PASSES_VISIBLE, ROOT, Wrong, check_wrong_answers
 
 MERGE_HEADER = """
 def merge_partials(m_a, l_a, acc_a, m_b, l_b, acc_b):
@@ -9,6 +12,35 @@ TILE_STEP_HEADER = """
 def tile_step(m, l, acc, s, v):
     m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
 """
+
+
+
+def _window_cell(body: str) -> str:
+    """Exercise 11.8's answer cell (the step, the kernel that calls it, the launcher) with ``body`` as the step."""
+    (path,) = sorted((ROOT / "solutions").glob("11_*.ipynb"))
+    cell = next(c for c in nbformat.read(path, as_version=4).cells
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ex11_8")
+    solution = re.compile(r"    ### BEGIN SOLUTION\n.*?    ### END SOLUTION\n", re.S)
+    assert solution.search(cell.source), "ex11_8: no solution markers"
+    return solution.sub(lambda _: body.strip("\n") + "\n", cell.source)
+
+
+WINDOW_LOADS = """
+    k = _load_tile(k_base, start_n, n, BLOCK_N, D, D, False)
+    v = _load_tile(v_base, start_n, n, BLOCK_N, D, D, False)
+    s = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+"""
+WINDOW_UPDATE = """
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return acc, l_i, m_new
+"""
+CAUSAL = "(offs_n[None, :] <= offs_m[:, None])"
 
 WRONG = {
     "ex11_1": [
@@ -114,6 +146,70 @@ def scores_grad(p, d_out, v, out):
     acc = (acc + p @ v) * alpha
     return m_new, l, acc
 """, visible="acc / l after folding"),
+    ],
+    "ex11_8": [
+        Wrong("window edge off by one: key i - window dropped", _window_cell(WINDOW_LOADS + f"""
+    keep = {CAUSAL} & (offs_n[None, :] > offs_m[:, None] - window)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible="one key too narrow"),
+        Wrong("window edge off by one: key i - window - 1 kept", _window_cell(WINDOW_LOADS + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window - 1)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible="one key too wide"),
+        Wrong("forgets the causal part: keys after the query kept", _window_cell(WINDOW_LOADS + """
+    keep = offs_n[None, :] >= offs_m[:, None] - window
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible="causal part of the mask is missing"),
+        Wrong("mask applied to the weights after the row maximum", _window_cell(WINDOW_LOADS + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.where(keep, tl.exp2(s - m_new[:, None]), 0.0)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return acc, l_i, m_new
+"""), visible="before the row maximum"),
+        Wrong("no guard for a row whose maximum is still -inf", _window_cell(WINDOW_LOADS + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
+    s = tl.where(keep, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return acc, l_i, m_new
+"""), visible="2^(-inf - (-inf)) is NaN"),
+        Wrong("loads K and V without a mask: reads past the last key", _window_cell("""
+    rows = start_n + tl.arange(0, BLOCK_N)
+    cols = tl.arange(0, D)
+    k = tl.load(k_base + rows[:, None] * D + cols[None, :])
+    v = tl.load(v_base + rows[:, None] * D + cols[None, :])
+    s = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+""" + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible="loaded with a mask"),
+        Wrong("natural exponential on base-2 scores", _window_cell(WINDOW_LOADS + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
+    s = tl.where(keep, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp(m_i - m_safe)
+    p = tl.exp(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return acc, l_i, m_new
+"""), visible="tl.exp2"),
+        Wrong("head size hard-coded to 16 (the visible check uses d = 16 only)", _window_cell("""
+    k = _load_tile(k_base, start_n, n, BLOCK_N, 16, 16, False)
+    v = _load_tile(v_base, start_n, n, BLOCK_N, 16, 16, False)
+    s = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+""" + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible=PASSES_VISIBLE),
     ],
 }
 
