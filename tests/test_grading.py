@@ -1052,6 +1052,57 @@ def test_numpy_scalars_are_numbers_and_strings(tmp_path):
         assert checks.number(value, 4.0) and checks.number_form(value)
 
 
+# Issue 31, item 9(f): a Jacobian returned in float64 for a float32 input (values right, dtype not). Decided:
+# refused in both, since the statement asks for the input's dtype (README, "What counts as the same answer").
+FLOAT64_JACOBIANS = {
+    "ex01_1": "def rnn_step_jacobian(h_t, W_hh):\n    return ((1 - h_t**2).unsqueeze(-1) * W_hh).double()\n",
+    "ex03_2": "def softmax_jacobian(p):\n    return (torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)).double()\n",
+}
+
+
+def _self_check(course: Course, grade_id: str, answer: str) -> tuple[str, str]:
+    """What the learner's own check cell of ``grade_id`` says of ``answer``: its status in utils.checks.RESULTS
+    and the line it prints."""
+    import contextlib
+    import io
+
+    check_cell = course.solution.cells[course.exercise(grade_id).check_cell].source
+    visible = check_cell.partition(release.BEGIN_HIDDEN)[0]
+    import math
+
+    import torch
+
+    space = {"torch": torch, "math": math, "check": checks}
+    exec(compile(answer, f"<answer {grade_id}>", "exec"), space)
+    label = course.exercise(grade_id).label
+    checks.RESULTS.pop(label, None)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(visible, f"<check {grade_id}>", "exec"), space)
+    return checks.RESULTS[label], printed.getvalue()
+
+
+def test_float64_jacobian_for_float32_input_fails_in_both(tmp_path):
+    """Item 9(f): exercises 1.1 and 3.2 with a Jacobian that is right in float64 for a float32 input: the
+    grader gives 0 with "wrong dtype" and the learner's self-check says "not yet" too; the solution passes both."""
+    needs_bubblewrap()
+    courses = {"ex01_1": Course(chapter_path("01")), "ex03_2": CH03}
+    for grade_id, course in courses.items():
+        write(tmp_path / "subs", "float64", course.notebook({grade_id: "right"},
+                                                            sources={grade_id: FLOAT64_JACOBIANS[grade_id]}),
+              f"{course.name}.ipynb")
+        write(tmp_path / "subs", "solution", course.notebook({grade_id: "right"}), f"{course.name}.ipynb")
+    rows = grading.grade(tmp_path / "subs", tmp_path / "out", jobs=2, limits=TEST_LIMITS, progress=lambda _: None)
+    for grade_id, course in courses.items():
+        exercise = course.exercise(grade_id)
+        row = {r.student: r for r in rows if r.chapter == course.name and r.exercise == exercise.label}
+        assert row["float64"].points == 0 and row["float64"].reason == "a hidden test failed (wrong dtype)", row
+        assert row["solution"].points == exercise.points, row
+        status, said = _self_check(course, grade_id, FLOAT64_JACOBIANS[grade_id])
+        assert status == "failed" and "dtype torch.float64" in said and "the grader refuses any other dtype" in said, said
+        assert _self_check(course, grade_id, exercise.right)[0] == "passed"
+
+
 def test_crafted_records_fail_one_probe_each(tmp_path):
     """Item 8: malformed records fail only their own probe, with a reason; nothing raises."""
     records = {

@@ -3,7 +3,7 @@
 Item by item (the adversarial ones are in tests/test_grading.py, graded with the class there):
  1. no stack-walking to hidden values ..... test_grading.py: test_adversarial_scores (stack_walk_08),
     test_probe_cells_keep_setup_and_record_instead_of_judging
- 2. 8.2 memory measured from outside ....... not done (see the README: the probe still counts torch tensors)
+ 2. 8.2 memory measured from outside ....... test_tiled_forward_memory_is_measured_outside
  3. no submission text in the reasons ...... test_grading.py: test_reasons_are_the_graders_own (leak_03)
  4. names bounded, gradebook first ......... test_names_are_bounded_and_every_result_is_written,
     test_grading.py: test_gradebook_complete_and_no_hidden_tests (a 254-byte student name)
@@ -33,7 +33,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from grading_cases import write
-from test_grading import CH03, _leftover_processes, needs_bubblewrap
+from test_grading import CH03, CH08, TEST_LIMITS, _leftover_processes, needs_bubblewrap
 
 from coursetools.grading import cgroups, sandbox
 from coursetools.grading import grade as grading
@@ -273,3 +273,95 @@ def test_large_cells_cost_the_grader_little(tmp_path):
     assert all(not c.get("outputs") for c in kept.cells) and jobs
     assert spent < 5 and grown < 300 << 20, (spent, grown)
     shutil.rmtree(tmp_path / "a")
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 2: exercise 8.2's memory, measured by the grader from outside the submission
+
+CH08_MEMORY_ATTACKS = {
+    # The whole N_q x N_k score matrix in NumPy, float64: right to 1e-10, and torch never sees it.
+    "numpy_full": textwrap.dedent("""
+        import numpy as np
+        import torch
+
+        def tiled_forward(q, k, v, block):
+            s = q.detach().cpu().double().numpy() @ k.detach().cpu().double().numpy().T / np.sqrt(q.shape[-1])
+            s -= s.max(axis=-1, keepdims=True)
+            np.exp(s, out=s)
+            s /= s.sum(axis=-1, keepdims=True)
+            return torch.from_numpy(s @ v.detach().cpu().double().numpy()).to(q.dtype)
+    """),
+    # The whole matrix in torch, with the Python dispatch modes (the in-process tensor counter) switched off.
+    "torch_unseen": textwrap.dedent("""
+        import math
+        import torch
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        def tiled_forward(q, k, v, block):
+            with _disable_current_modes():
+                return torch.softmax(q @ k.T / math.sqrt(q.size(-1)), dim=-1) @ v
+    """),
+    # The whole matrix in a child process, which hands the answer back through a pipe.
+    "child_process": textwrap.dedent("""
+        import os, pickle
+        import numpy as np
+        import torch
+
+        def tiled_forward(q, k, v, block):
+            qn, kn, vn = (t.detach().cpu().double().numpy() for t in (q, k, v))
+            read, write = os.pipe()
+            if os.fork() == 0:
+                s = qn @ kn.T / np.sqrt(qn.shape[-1])
+                s = np.exp(s - s.max(axis=-1, keepdims=True))
+                out = (s / s.sum(axis=-1, keepdims=True)) @ vn
+                with os.fdopen(write, "wb") as pipe:
+                    pickle.dump(out, pipe)
+                os._exit(0)
+            os.close(write)
+            with os.fdopen(read, "rb") as pipe:
+                out = pickle.load(pipe)
+            os.wait()
+            return torch.from_numpy(out).to(q.dtype)
+    """),
+}
+
+
+@pytest.mark.parametrize(("with_cgroup", "jobs"), [(True, 1), (True, 2), (False, 2)],
+                         ids=["cgroup-jobs1", "cgroup-jobs2", "watchdog-jobs2"])
+def test_tiled_forward_memory_is_measured_outside(tmp_path, monkeypatch, with_cgroup, jobs):
+    """Item 2: a `tiled_forward` that builds the whole score matrix (in NumPy, in torch behind the dispatch
+    modes' back, or in a child process) and returns the right answer gets 0 for exercise 8.2, with one of the
+    grader's two memory reasons; the solution's tiled answer gets full marks, with its measured peak at most
+    half the bound (the reference run and the honest submission), graded one or two at a time, with a
+    control group or with the watchdog's per-process peaks."""
+    needs_bubblewrap()
+    if with_cgroup and cgroups.Slot.create(1 << 30, 64, 1.0) is None:
+        pytest.skip("no control group can be made here; the watchdog case covers this machine")
+    if not with_cgroup:
+        _without_cgroups(monkeypatch)
+    measured: list[dict] = []
+    run_jobs = sandbox.run_jobs
+
+    def recording(*args, **kwargs):
+        result = run_jobs(*args, **kwargs)
+        measured.append(dict(result.memory))
+        return result
+
+    monkeypatch.setattr(grading.sandbox, "run_jobs", recording)
+    subs = tmp_path / "subs"
+    for student, source in {"honest": None, **CH08_MEMORY_ATTACKS}.items():
+        sources = {} if source is None else {"ex08_2": source}
+        write(subs, student, CH08.notebook({"ex08_2": "right"}, sources=sources), f"{CH08.name}.ipynb")
+    rows = grading.grade(subs, tmp_path / "out", jobs=jobs, limits=TEST_LIMITS, progress=lambda _: None)
+    got = {r.student: r for r in rows if r.exercise == "8.2"}
+    assert got["honest"].points == got["honest"].max_points == 3, got["honest"]
+    assert {s: got[s].points for s in CH08_MEMORY_ATTACKS} == dict.fromkeys(CH08_MEMORY_ATTACKS, 0.0), got
+    reasons = {f"a hidden test failed ({grading.MEMORY_OVER})", f"a hidden test failed ({grading.MEMORY_UNMEASURED})"}
+    assert {got[s].reason for s in CH08_MEMORY_ATTACKS} <= reasons, got
+    assert got["numpy_full"].reason == got["torch_unseen"].reason == f"a hidden test failed ({grading.MEMORY_OVER})"
+    chapter = grading.Chapter(CH08.path)
+    (bounded,) = [p for p in chapter.probes if p.max_memory is not None]
+    values = sorted(m[bounded.index] for m in measured if m.get(bounded.index) is not None)
+    # Two runs stay under half the bound (the reference and the honest one); at least two attacks are measured,
+    # each near the whole float64 matrix (128 MiB, four times the bound) or above it.
+    assert len(values) >= 4 and values[1] <= bounded.max_memory / 2 and values[-2] > 3 * bounded.max_memory, values

@@ -35,6 +35,9 @@ __all__ = [
     "choice_form",
     "exercise",
     "require",
+    "peak_memory",
+    "within_memory",
+    "MemoryLimitExceeded",
     "RESULTS",
 ]
 
@@ -290,6 +293,105 @@ def choice_form(got: Any, options: Sequence[str], *, name: str = "your choice") 
     if got.strip().lower() not in [o.lower() for o in options]:
         return Verdict(False, f"{name}: expected one of {allowed}, got {got!r}")
     return Verdict(True, "an answer of the right form (it is graded when you hand in)")
+
+
+class MemoryLimitExceeded(Exception):
+    """A call whose peak memory went over what it is allowed (see :func:`within_memory`)."""
+
+
+class _TensorBytes(torch.utils._python_dispatch.TorchDispatchMode):
+    """Peak bytes of the tensor storages created inside the block (the fallback of :func:`peak_memory`)."""
+
+    def __enter__(self) -> _TensorBytes:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self._ref = StorageWeakRef
+        self.live: dict[int, tuple[Any, int]] = {}
+        self.current = self.peak = 0
+        return super().__enter__()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for key in [key for key, (ref, _) in self.live.items() if ref.expired()]:
+            self.current -= self.live.pop(key)[1]
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                ref = self._ref(t.untyped_storage())
+                if ref.cdata not in self.live:
+                    self.live[ref.cdata] = (ref, t.untyped_storage().nbytes())
+                    self.current += self.live[ref.cdata][1]
+        self.peak = max(self.peak, self.current)
+        return out
+
+
+def _status_kib(field: str) -> int:
+    from pathlib import Path
+
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"{field} is not in /proc/self/status")
+
+
+def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int, str]:
+    """Run ``fn()``; return its result, how far this process's peak memory rose above its size just before
+    the call (bytes), and the instrument that measured it.
+
+    On Linux it is the operating system's count of resident memory (its peak, VmHWM, reset through
+    ``/proc/self/clear_refs`` just before the call): everything the call touches counts, NumPy arrays and
+    torch tensors alike, as in the grader, which measures the peak memory of the notebook's processes from
+    outside. Elsewhere: ``tracemalloc`` (Python objects and NumPy arrays) plus every tensor storage torch
+    creates (memory a compiled extension takes for itself is not seen there).
+    """
+    import ctypes
+    import gc
+    import sys
+    from pathlib import Path
+
+    if not callable(fn):
+        raise TypeError(f"fn must be a zero-argument callable, got {_describe(fn)}")
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            try:
+                ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap goes back: the call must take fresh pages
+            except (OSError, AttributeError):
+                pass
+            Path("/proc/self/clear_refs").write_text("5")  # VmHWM := the current resident size
+            before = _status_kib("VmRSS")
+        except OSError:
+            pass
+        else:
+            result = fn()
+            return result, max(0, _status_kib("VmHWM") - before) * 1024, "peak resident memory (Linux VmHWM)"
+    import tracemalloc
+
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        with _TensorBytes() as tensors:
+            result = fn()
+        python_peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if started:
+            tracemalloc.stop()
+    return result, max(0, python_peak) + tensors.peak, "tracemalloc and torch's tensor storages"
+
+
+def within_memory(fn: Callable[[], Any], *, max_mb: float, name: str = "your code") -> Any:
+    """``fn()``'s result, or :class:`MemoryLimitExceeded` if its peak memory (:func:`peak_memory`) grew by more
+    than ``max_mb`` MiB. In a hidden test (``check.close(check.within_memory(lambda: f(x), max_mb=32), ...)``)
+    the grader runs ``f(x)`` alone and measures the same from outside the submission."""
+    if not isinstance(max_mb, (int, float)) or isinstance(max_mb, bool) or not max_mb > 0:
+        raise ValueError(f"max_mb must be a positive number of MiB, got {max_mb!r}")
+    result, used, instrument = peak_memory(fn)
+    if used > max_mb * 2**20:
+        raise MemoryLimitExceeded(f"{name} used {used / 2**20:.0f} MiB of memory at its peak ({instrument}), more "
+                                  f"than the {max_mb:g} MiB allowed")
+    return result
 
 
 def _learner_frame(exc: BaseException) -> str:

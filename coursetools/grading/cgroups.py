@@ -158,6 +158,42 @@ class Slot:
                 return int(line.split()[1]) / 1e6
         return None
 
+    def start_memory_peak(self) -> int | None:
+        """Reset the slot's memory peak to its current use and return that use (bytes), or None where the kernel
+        cannot reset it (cgroup v2 before Linux 6.12: ``memory.peak`` is not writable there)."""
+        try:
+            if self.version == 1:
+                usage = int(self._read("memory", "memory.usage_in_bytes") or "")
+                _write(self.folders["memory"] / "memory.max_usage_in_bytes", "0")  # := the current use
+                return usage
+            self.stop_memory_peak()
+            fd = os.open(self.folders[""] / "memory.peak", os.O_RDWR | os.O_CLOEXEC)
+            try:
+                os.write(fd, b"reset\n")  # resets the peak seen through this descriptor
+                usage = int(self._read("", "memory.current") or "")
+            except (OSError, ValueError):
+                os.close(fd)
+                raise
+            self._peak_fd = fd
+            return usage
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def stop_memory_peak(self) -> int | None:
+        """The slot's memory peak since :meth:`start_memory_peak` (bytes), or None."""
+        if self.version == 1:
+            return self.memory_peak()
+        fd, self._peak_fd = getattr(self, "_peak_fd", None), None
+        if fd is None:
+            return None
+        try:
+            text = os.pread(fd, 64, 0).decode()
+            return int(text) if text.strip().isdigit() else None
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
     def memory_peak(self) -> int | None:
         text = self._read("memory", "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
         return int(text) if text and text.strip().isdigit() else None
@@ -214,6 +250,8 @@ class Slot:
         return rounds
 
     def remove(self) -> None:
+        if self.version == 2:
+            self.stop_memory_peak()
         self.kill()
         for folder in self.folders.values():
             for _ in range(50):

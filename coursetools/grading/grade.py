@@ -149,6 +149,7 @@ class Chapter:
                 self.names[index] = flow.analyse(self.learner_cells[index].source)
         self.reference: dict[int, dict] = {}
         self.reference_kept: set[int] | None = None
+        self.reference_memory: dict[int, int | None] = {}  # probe -> the solution's measured memory (bounded probes)
         # probe -> its arguments from the reference run (coursetools.grading.arguments), for the checks
         # whose setup reads nothing a learner's answer makes: their setup never runs in a submission.
         self.envs: dict[int, bytes] = {}
@@ -228,10 +229,12 @@ class Chapter:
                     if not from_reference:  # the setup runs here and hands each probe its arguments
                         jobs.append(sandbox.Job("check", label, code=check.compiled("got"), form="got",
                                                 probes=indices, seed=1000 + index, dump=reference))
-                    for i in indices:
+                    for probe in check.probes:
+                        i = probe.index
                         jobs.append(sandbox.Job("probe", label, code=check.compiled_probe(i), probes=[i],
                                                 params=check.probe_sources[i][1],
-                                                env=self.envs[i] if from_reference else None))
+                                                env=self.envs[i] if from_reference else None,
+                                                memory=probe.max_memory is not None))
                     if reference:
                         jobs.append(sandbox.Job("check", label, code=check.compiled("expected"), form="expected",
                                                 probes=indices, seed=1000 + index))
@@ -456,6 +459,23 @@ def _reason(probe: probes.Probe, got: dict, verdict: checks.Verdict) -> str:
     return f"a hidden test failed ({what})" if probe.hidden else f"{name}: {what}"
 
 
+MEMORY_OVER = "used more memory than allowed: the grader measures the peak memory of your notebook's processes"
+MEMORY_UNMEASURED = "its memory could not be measured: another process started or ended during the call"
+
+
+def _memory_verdict(probe: probes.Probe, run: sandbox.RunResult) -> checks.Verdict:
+    """A probe with a memory bound: the growth of the run's peak memory during its job, measured by the grader
+    (coursetools.grading.sandbox.MemoryPeak), against the bound. The reason comes from the two texts above."""
+    if probe.max_memory is None:
+        return checks.PASS
+    used = run.memory.get(probe.index)
+    if used is None:
+        return checks.Verdict(False, MEMORY_UNMEASURED)
+    if used > probe.max_memory:
+        return checks.Verdict(False, MEMORY_OVER)
+    return checks.PASS
+
+
 def _stopped_reason(run: sandbox.RunResult, retried: bool) -> str:
     again = " (the same in a second run)" if retried and run.timed_out else ""
     return f"no result{again}: {run.status}: {run.detail}"
@@ -478,7 +498,12 @@ def judge(chapter: Chapter, student: str, records: int | str, run: sandbox.RunRe
             got = plaindata.load(records, f"probe_{probe.index}")
             verdict = _verdict(probe, got, chapter.reference.get(probe.index, {}))
             if verdict.ok:
-                continue
+                memory = _memory_verdict(probe, run)
+                if memory.ok:
+                    continue
+                name = clean_text(probe.kwargs.get("name", "your result"), 80)
+                failure = f"a hidden test failed ({memory.message})" if probe.hidden else f"{name}: {memory.message}"
+                break
             if got.get("status") == "not attempted":
                 status, failure = "not attempted", "the answer cell still raises NotImplementedError"
             elif got.get("status") == "missing":
@@ -603,11 +628,17 @@ class Grader:
                     got = plaindata.load(got_fd, f"probe_{probe.index}")
                     reference[probe.index] = expected
                     verdict = _verdict(probe, got, expected)
+                    if verdict.ok and not _memory_verdict(probe, run).ok:
+                        used = run.memory.get(probe.index)
+                        verdict = checks.Verdict(False, f"its memory bound of {probe.max_memory / 2**20:g} MiB ("
+                                                 + ("not measurable" if used is None else f"{used / 2**20:.1f} MiB used")
+                                                 + ")")
                     if not verdict.ok:
                         raise RuntimeError(
                             f"solutions/{name}: the solution fails its own probe {probe.index} of exercise "
                             f"{release.exercise_label(probe.exercise)}: {verdict.message} (run: {run.status} "
                             f"{run.detail}; cells that raised: {run.errors}); the end of its output:\n{tail}")
+                chapter.reference_memory = dict(run.memory)
                 return reference, envs
 
             chapter.reference, chapter.envs = self._run(jobs, self.reference_limits, ("expected", "got", "env"), read)

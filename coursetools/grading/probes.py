@@ -23,6 +23,10 @@ it makes lands in the notebook's globals:
 * the **expected form**, run only in the reference run (the solutions notebook): the whole setup, then
   ``__probe__(i, lambda: expected)``.
 
+A ``got`` written ``check.within_memory(lambda: EXPR, max_mb=N)`` is recorded as ``EXPR`` with a memory bound
+of N MiB: the submission computes ``EXPR`` alone, in a job of its own, and the grader measures the growth of the
+run's peak memory around that job from outside (coursetools.grading.sandbox.MemoryPeak).
+
 The comparison, ``check.KIND`` itself, runs later in the grader's own process. Statements that define
 no name (``torch.manual_seed(5)``) stay in the got form unless they read a left-out name. The grader
 checks that the solution passes every probe of the got form, so a slice that changed an input (a
@@ -67,6 +71,7 @@ class Probe:
     hidden: bool
     kwargs: dict[str, Any] = field(default_factory=dict)
     options: list[str] | None = None  # for choice
+    max_memory: int | None = None  # bytes: ``check.within_memory(lambda: got, max_mb=...)``, measured by the grader
 
 
 @dataclass
@@ -399,6 +404,23 @@ def _discard_unneeded(node: ast.stmt, needed: set[str]) -> list[ast.stmt]:
     return [node, ast.copy_location(ast.Delete(targets=[ast.Name(id=DISCARD, ctx=ast.Del())]), node)]
 
 
+def _memory_bound(got: ast.expr, exercise: str) -> tuple[ast.expr, int | None]:
+    """``check.within_memory(lambda: EXPR, max_mb=N)`` -> (EXPR, N MiB in bytes); anything else -> (got, None).
+
+    The submission then computes ``EXPR`` alone, and the grader measures the peak memory of the run's processes
+    around that one call from outside (coursetools.grading.sandbox): the in-process measure never runs there."""
+    if not _is_check_call(got, ("within_memory",)):
+        return got, None
+    keywords = {kw.arg: kw.value for kw in got.keywords}
+    if len(got.args) != 1 or not isinstance(got.args[0], ast.Lambda) or got.args[0].args.args \
+            or set(keywords) - {"max_mb", "name"} or "max_mb" not in keywords:
+        raise ProbeError(f"{exercise}: write check.within_memory(lambda: <call>, max_mb=<MiB>)")
+    max_mb = _literal(keywords["max_mb"], f"{exercise}: max_mb")
+    if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)) or not max_mb > 0:
+        raise ProbeError(f"{exercise}: max_mb must be a positive number, got {max_mb!r}")
+    return got.args[0].body, int(max_mb * 2**20)
+
+
 def _record(index: int, expression: ast.expr) -> ast.stmt:
     return ast.parse(f"{RECORDER}({index}, lambda: {ast.unparse(expression)})").body[0]
 
@@ -450,9 +472,10 @@ def transform(source: str, exercise: str, first_index: int) -> CheckCell:
                 if len(inner.args) != 3:
                     raise ProbeError(f"{exercise}: check.choice(got, expected, options)")
                 options = [str(o) for o in _literal(inner.args[2], f"{exercise}: options")]
-            probe = Probe(first_index + len(probes), exercise, kind, hidden, kwargs, options)
+            got, max_memory = _memory_bound(inner.args[0], exercise)
+            probe = Probe(first_index + len(probes), exercise, kind, hidden, kwargs, options, max_memory)
             probes.append(probe)
-            entry.probes.append((probe, inner.args[0], inner.args[1]))
+            entry.probes.append((probe, got, inner.args[1]))
         statements.append(entry)
     if not probes:
         raise ProbeError(f"{exercise}: the check cell has no check.exercise/check.require")

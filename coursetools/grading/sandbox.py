@@ -100,6 +100,7 @@ class Job:
     params: tuple[str, ...] = ()  # "probe": the names its code takes, in order
     env: bytes | None = None  # "probe": its arguments (coursetools.grading.arguments), or None: from its setup
     dump: bool = False  # "check" in the reference run: record each probe's arguments too
+    memory: bool = False  # "probe": the grader measures the peak memory of the run's processes around it
 
     def frame(self, index: int, nonce: str = "") -> bytes:
         """The job as sent: ``nonce`` is a fresh random token the runner must echo when the job is done, so
@@ -125,6 +126,9 @@ class RunResult:
     stopped_at: int | None = None  # index of the job during which the run stopped, if it did
     errors: dict[int, str] = field(default_factory=dict)  # job index -> exception name it raised
     leftovers: int = 0  # processes still alive after the run (killed then)
+    # probe index -> growth of the run's peak memory during its job (bytes; None: it could not be measured),
+    # for the jobs with ``memory`` set
+    memory: dict[int, int | None] = field(default_factory=dict)
 
     @property
     def timed_out(self) -> bool:
@@ -432,6 +436,88 @@ def _folder_bytes(path: Path, cap_entries: int = 100_000) -> int:
     return total
 
 
+def _status_bytes(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise OSError(f"no {field} for process {pid}")
+
+
+class MemoryPeak:
+    """The growth of a run's peak memory during one job, measured by the grader from outside the run.
+
+    With a control group, the kernel's peak of all the slot's processes (every one, even one that started and
+    ended within the job), reset just before the job. Without one, each process of the run's tree has its
+    peak resident size (VmHWM) reset through ``/proc/<pid>/clear_refs`` before the job and read after it, and
+    the tree's resident memory is polled meanwhile; a process that was not there at the start, or one that
+    ended within the job (its parent's children's CPU time grew), makes the job unmeasurable (None): its
+    memory could have escaped the count."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.base: int | None = None
+        self.peak = 0
+        self.ok = True
+        self.pids: set[int] = set()
+        self.reaped = 0.0
+        if run.slot is not None:
+            self.base = run.slot.start_memory_peak()
+            if self.base is not None:
+                self.mode = "slot"
+                return
+        self.mode = "tree"
+        try:
+            procs = [run.root, *run.root.children(recursive=True)]
+            for proc in procs:
+                with open(f"/proc/{proc.pid}/clear_refs", "w") as handle:
+                    handle.write("5")  # VmHWM := the current resident size
+            self.pids = {p.pid for p in procs}
+            self.reaped = self._reaped(procs)
+            self.base = sum(_status_bytes(p.pid, "VmRSS") for p in procs)
+            self.peak = self.base
+        except (OSError, psutil.Error, ValueError):
+            self.ok = False
+
+    @staticmethod
+    def _reaped(procs: list[psutil.Process]) -> float:
+        total = 0.0
+        for proc in procs:
+            times = proc.cpu_times()
+            total += times.children_user + times.children_system
+        return total
+
+    def poll(self) -> None:
+        if self.mode != "tree" or not self.ok:
+            return
+        try:
+            procs = [self.run.root, *self.run.root.children(recursive=True)]
+        except psutil.Error:
+            self.ok = False
+            return
+        if {p.pid for p in procs} != self.pids:
+            self.ok = False  # another process: what it used may end before it is seen
+            return
+        self.peak = max(self.peak, _tree_rss(self.run.root))
+
+    def growth(self) -> int | None:
+        if self.base is None or not self.ok:
+            return None
+        if self.mode == "slot":
+            peak = self.run.slot.stop_memory_peak()
+            return None if peak is None else max(0, peak - self.base)
+        self.poll()
+        if not self.ok:
+            return None
+        try:
+            procs = [self.run.root, *self.run.root.children(recursive=True)]
+            if self._reaped(procs) > self.reaped:
+                return None  # a process started and ended within the job
+            peak = max(self.peak, sum(_status_bytes(p.pid, "VmHWM") for p in procs))
+        except (OSError, psutil.Error, ValueError):
+            return None
+        return max(0, peak - self.base)
+
+
 def _tree_rss(root: psutil.Process) -> int:
     total = 0
     try:
@@ -696,8 +782,11 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
     start = time.monotonic()
     errors: dict[int, str] = {}
 
+    memory: dict[int, int | None] = {}
+
     def result(status: str, detail: str, stopped: int | None, done: int) -> RunResult:
-        return RunResult(status, detail, time.monotonic() - start, run.tree_cpu(), done, stopped, errors)
+        return RunResult(status, detail, time.monotonic() - start, run.tree_cpu(), done, stopped, errors,
+                         memory=memory)
 
     def exited(stopped: int | None, done: int, where: str) -> RunResult:
         code = run.proc.wait()
@@ -737,6 +826,7 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
         nonce = secrets.token_hex(16)
         outgoing = job.frame(index, nonce)
         cell_start, cpu_cell = time.monotonic(), run.tree_cpu()
+        peak = MemoryPeak(run) if job.memory else None
         quiet["cell"] = 0.0
         last_cpu_check = 0.0
         done = False
@@ -751,8 +841,12 @@ def _drive(run: _Run, jobs: list[Job], limits: Limits, sandboxed: bool) -> RunRe
                 if message["error"] is not None:
                     errors[index] = message["error"][:120]
                 done = True
+                if peak is not None:
+                    memory[job.probes[0]] = peak.growth()
             if done:
                 break
+            if peak is not None:
+                peak.poll()
             if run.eof or run.proc.poll() is not None:
                 return exited(index, index, f"in {job.label} ")
             now = tick()

@@ -24,6 +24,10 @@ def rnn_step_jacobian(h_t, W_hh):
 def rnn_step_jacobian(h_t, W_hh):
     return torch.diag(1 - h_t**2) @ W_hh
 """),
+        Wrong("the Jacobian in float64 for a float32 state", """
+def rnn_step_jacobian(h_t, W_hh):
+    return ((1 - h_t**2).unsqueeze(-1) * W_hh).double()
+""", visible="the grader refuses any other dtype"),
     ],
     "ex01_2": [
         Wrong("multiplies the factors in the wrong order", """

@@ -94,6 +94,10 @@ def softmax_jacobian(p):
 def softmax_jacobian(p):
     return torch.diag(p) - torch.outer(p, p)
 """),
+        Wrong("J in float64 for a float32 p", """
+def softmax_jacobian(p):
+    return (torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)).double()
+""", visible="the grader refuses any other dtype"),
     ],
     "ex03_3": [
         Wrong("the variance instead of the standard deviation", """

@@ -60,6 +60,13 @@ def tiled_forward(q, k, v, block):
     p = torch.exp(s - s.amax(dim=-1, keepdim=True))
     return (p / p.sum(dim=-1, keepdim=True)) @ v
 """, visible="compute one block of scores at a time"),
+        Wrong("all the scores at once, in NumPy (torch never sees the N_q x N_k matrix)", """
+def tiled_forward(q, k, v, block):
+    import numpy as np
+    s = q.numpy() @ k.numpy().T / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return torch.from_numpy((p / p.sum(axis=-1, keepdims=True)) @ v.numpy()).to(q.dtype)
+""", visible="NumPy arrays count too"),
         Wrong("no maximum subtracted: overflows on large scores", """
 def tiled_forward(q, k, v, block):
     scale = 1.0 / math.sqrt(q.size(-1))
