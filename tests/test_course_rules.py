@@ -89,3 +89,29 @@ def test_each_chapter_ends_with_its_sources(path):
     headings = [line for c in nb.cells if c.cell_type == "markdown" for line in c.source.splitlines()
                 if line.startswith("#")]
     assert any("Sources" in h for h in headings), f"{path.name}: no 'Sources and further reading' section"
+
+
+def _method(module: str, cls: str, name: str) -> ast.FunctionDef:
+    tree = ast.parse((ROOT / "utils" / f"{module}.py").read_text())
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls).body
+    return next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_multi_head_attention_forward_reads_as_the_mathematics():
+    """Chapter 4's forward fits on one screen (at most 40 lines, as nanoGPT's) and holds no argument checks:
+    those live in utils/validate.py, so a learner opening utils/multihead.py meets the idea first."""
+    forward = _method("multihead", "MultiHeadAttention", "forward")
+    assert forward.end_lineno - forward.lineno + 1 <= 40, "MultiHeadAttention.forward is longer than one screen"
+    assert not any(isinstance(n, ast.Raise) for n in ast.walk(forward)), "a check in forward: move it to utils/validate.py"
+
+
+def test_positional_attention_is_chapter_4s_module_with_hooks():
+    """One multi-head attention: chapter 5's RoPE and ALiBi plug into chapter 4's hooks instead of a second
+    projection, head split, attention and merge."""
+    from utils.multihead import MultiHeadAttention
+    from utils.positional import PositionalSelfAttention
+
+    assert issubclass(PositionalSelfAttention, MultiHeadAttention)
+    source = (ROOT / "utils" / "positional.py").read_text()
+    again = [name for name in ("scaled_dot_product_attention", "split_heads", "merge_heads", "softmax(") if name in source]
+    assert not again, f"utils/positional.py computes attention itself: {again}"

@@ -399,3 +399,17 @@ def test_recorded_gpu_latency_has_its_source():
 def test_matches_sdpa_on_cuda(is_causal):
     for shape, block_q, block_k in CASES:
         _compare("cuda", shape, is_causal, block_q, block_k)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3])
+def test_online_softmax_makes_a_plus_inf_row_nan_as_stable_softmax_and_torch_softmax(block):
+    """Issue 26: a row with a +inf score has no softmax; chapter 8's online softmax agrees with chapter 3's
+    stable_softmax and torch.softmax (all NaN), whichever block the +inf falls in; other rows are untouched."""
+    from utils.attention import stable_softmax
+    from utils.efficient_attention import online_softmax
+
+    scores = torch.tensor([[1.0, 0.0, float("inf"), 2.0], [0.0, 1.0, 2.0, 3.0], [float("-inf")] * 4])
+    ours, chapter_3, expected = online_softmax(scores, block), stable_softmax(scores), torch.softmax(scores, dim=-1)
+    assert ours[0].isnan().all() and torch.equal(ours.isnan(), chapter_3.isnan())
+    assert torch.equal(ours[0].isnan(), expected[0].isnan())
+    assert torch.allclose(ours[1], expected[1]) and (ours[2] == 0).all()

@@ -220,7 +220,8 @@ def online_softmax(scores: torch.Tensor, block: int) -> torch.Tensor:
     normaliser ``l`` (sum of exp(s - m) over the columns seen so far), rescaling ``l`` whenever
     ``m`` grows. The weights are then exp(s - m) / l with the final statistics. Scores of -inf are
     masked entries (weight 0); a row with no finite score gets all-zero weights, as chapter 3's
-    ``stable_softmax`` and SDPA with a boolean mask give.
+    ``stable_softmax`` and SDPA with a boolean mask give. A row with a +inf score has no defined
+    softmax (inf / inf): it comes back all NaN, as from ``torch.softmax`` and ``stable_softmax``.
     """
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point() or scores.dim() < 1:
         raise TypeError(f"scores must be a floating-point tensor with at least one axis, got {scores!r:.80}")
@@ -234,7 +235,8 @@ def online_softmax(scores: torch.Tensor, block: int) -> torch.Tensor:
         l = l * torch.exp(m - shift) + torch.exp(s - shift).sum(dim=-1, keepdim=True)
         m = m_new
     weights = torch.exp(scores - _safe_shift(m))  # (..., N)
-    return weights / torch.where(l > 0, l, torch.ones_like(l))  # a row of -inf: 0 / 1
+    weights = weights / torch.where(l > 0, l, torch.ones_like(l))  # a row of -inf: 0 / 1
+    return torch.where(torch.isposinf(m), torch.full_like(weights, float("nan")), weights)  # +inf: undefined
 
 
 def _mask_future(tile: torch.Tensor, i0: int, j0: int) -> None:

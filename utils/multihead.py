@@ -8,15 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils import validate  # the argument checks, kept out of the way of the mathematics
 from utils.attention import scaled_dot_product_attention
-
-
-def _check_count(name: str, value: object) -> None:
-    """Raise unless ``value`` is a positive int (a bool is not a count)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value}")
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -24,24 +17,15 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 
     Usually (B, T, d_model) -> (B, h, T, d_k). Head i gets columns i*d_k .. (i+1)*d_k - 1.
     """
-    _check_count("num_heads", num_heads)
-    if not isinstance(x, torch.Tensor) or x.dim() < 2:
-        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"split_heads: x must be a tensor of shape (..., T, d_model), got {got}")
+    validate.split_heads_input(x, num_heads)
     *batch, length, d_model = x.shape
-    if d_model % num_heads:
-        raise ValueError(
-            f"split_heads: the last axis of x (d_model={d_model}) must be divisible by num_heads={num_heads}"
-        )
     x = x.reshape(*batch, length, num_heads, d_model // num_heads)  # (..., T, h, d_k): a view, no copy
     return x.transpose(-3, -2)  # (..., h, T, d_k)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """Concatenate the heads again: (..., h, T, d_k) -> (..., T, h * d_k). Undoes :func:`split_heads`."""
-    if not isinstance(x, torch.Tensor) or x.dim() < 3:
-        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"merge_heads: x must be a tensor of shape (..., h, T, d_k), got {got}")
+    validate.merge_heads_input(x)
     *batch, num_heads, length, d_k = x.shape
     x = x.transpose(-3, -2)  # (..., T, h, d_k), no longer contiguous
     return x.reshape(*batch, length, num_heads * d_k)  # (..., T, d_model): copies
@@ -58,45 +42,34 @@ def masks_from_torch(
     mean True = IGNORE. The result means True = MAY ATTEND (boolean), or is an additive float mask
     (when ``attn_mask`` is a float mask); it broadcasts to (B, h, T_q, T_k).
     """
-    _check_count("num_heads", num_heads)
-    if key_padding_mask is None and attn_mask is None:
-        return None
-    allowed, additive = None, None
-    if key_padding_mask is not None:
-        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
-            got = key_padding_mask.dtype if isinstance(key_padding_mask, torch.Tensor) else type(key_padding_mask).__name__
-            raise TypeError(f"key_padding_mask must be a boolean tensor (True = padding), got {got}")
-        if key_padding_mask.dim() != 2:
-            raise ValueError(f"key_padding_mask must have shape (B, T_k), got {tuple(key_padding_mask.shape)}")
-        allowed = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, T_k)
-    if attn_mask is not None:
-        if not isinstance(attn_mask, torch.Tensor) or not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
-            got = attn_mask.dtype if isinstance(attn_mask, torch.Tensor) else type(attn_mask).__name__
-            raise TypeError(f"attn_mask must be a boolean (True = ignore) or float (additive) tensor, got {got}")
-        if attn_mask.dim() == 3:  # (B*h, T_q, T_k) -> (B, h, T_q, T_k)
-            if attn_mask.size(0) % num_heads:
-                raise ValueError(
-                    f"a 3-D attn_mask must have shape (B*num_heads, T_q, T_k); its first axis {attn_mask.size(0)} "
-                    f"is not a multiple of num_heads={num_heads}"
-                )
-            attn_mask = attn_mask.view(-1, num_heads, *attn_mask.shape[-2:])
-        elif attn_mask.dim() != 2:
-            raise ValueError(f"attn_mask must have shape (T_q, T_k) or (B*h, T_q, T_k), got {tuple(attn_mask.shape)}")
-        if attn_mask.dtype == torch.bool:
-            allowed = ~attn_mask if allowed is None else allowed & ~attn_mask
-        else:
-            additive = attn_mask
-    if additive is None:
+    validate.torch_masks(key_padding_mask, attn_mask, num_heads)
+    allowed = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]  # (B, 1, 1, T_k)
+    if attn_mask is None:
         return allowed
-    if allowed is None:
-        return additive
-    return additive.masked_fill(~allowed, float("-inf"))  # both: one float mask
+    if attn_mask.dim() == 3:
+        attn_mask = attn_mask.view(-1, num_heads, *attn_mask.shape[-2:])  # (B*h, T_q, T_k) -> (B, h, T_q, T_k)
+    if attn_mask.dtype == torch.bool:
+        return ~attn_mask if allowed is None else allowed & ~attn_mask
+    return attn_mask if allowed is None else attn_mask.masked_fill(~allowed, float("-inf"))  # one float mask
 
 
-def _describe(x: object) -> str:
-    if isinstance(x, torch.Tensor):
-        return f"a tensor of shape {tuple(x.shape)}, dtype {x.dtype}, on {x.device}"
-    return type(x).__name__
+def with_padding(mask: torch.Tensor | None, key_padding_mask: torch.Tensor | None, batch: int, t_k: int) -> torch.Tensor | None:
+    """Fold a key padding mask (B, T_k), True = padding, into an SDPA-style ``mask`` (True = may attend)."""
+    if key_padding_mask is None:
+        return mask
+    allowed = ~key_padding_mask.reshape(batch, 1, 1, t_k)  # (B, 1, 1, T_k)
+    if mask is None:
+        return allowed
+    return mask & allowed if mask.dtype == torch.bool else mask.masked_fill(~allowed, float("-inf"))
+
+
+def with_bias(mask: torch.Tensor | None, bias: torch.Tensor | None) -> torch.Tensor | None:
+    """Fold an additive score bias (e.g. (h, T_q, T_k)) into a mask: a float mask, -inf where not allowed."""
+    if bias is None or mask is None:
+        return mask if bias is None else bias
+    if mask.dtype == torch.bool:
+        return torch.where(mask, bias, float("-inf"))  # broadcasts to (B, h, T_q, T_k)
+    return mask + bias
 
 
 class MultiHeadAttention(nn.Module):
@@ -115,7 +88,9 @@ class MultiHeadAttention(nn.Module):
       weights; ``weights`` is None.
 
     A query that may attend to no key gets a zero attention output on both paths (``nn.MultiheadAttention``
-    returns NaN there).
+    returns NaN there). Two hooks let a subclass handle positions (chapter 5): ``rotate(q, k)`` may turn
+    the queries and keys (RoPE), ``score_bias(t_q, t_k)`` may return a bias added to the scores (ALiBi).
+    Every argument is checked by ``utils.validate``.
     """
 
     def __init__(
@@ -128,17 +103,7 @@ class MultiHeadAttention(nn.Module):
         fused_qkv: bool = False,
     ) -> None:
         super().__init__()
-        _check_count("d_model", d_model)
-        _check_count("num_heads", num_heads)
-        if d_model % num_heads:
-            raise ValueError(
-                f"d_model={d_model} must be divisible by num_heads={num_heads} (each head gets d_model / num_heads features)"
-            )
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
-        for name, flag in (("bias", bias), ("batch_first", batch_first), ("fused_qkv", fused_qkv)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be True or False, got {flag!r}")
+        validate.attention_config(d_model, num_heads, dropout, bias, batch_first, fused_qkv)
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.dropout, self.batch_first, self.fused_qkv = float(dropout), batch_first, fused_qkv
         if fused_qkv:
@@ -155,6 +120,41 @@ class MultiHeadAttention(nn.Module):
             f"batch_first={self.batch_first}, fused_qkv={self.fused_qkv}"
         )
 
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = True,
+        average_weights: bool = True,
+        key_padding_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        key = query if key is None else key  # self-attention by default
+        value = key if value is None else value
+        unbatched = validate.attention_call(self, query, key, value, mask, key_padding_mask,
+                                            is_causal, need_weights, average_weights)
+        query, key, value = self.batch_first_layout(query, key, value, unbatched)  # (B, T, d_model) each
+        mask = with_padding(mask, key_padding_mask, query.size(0), key.size(1))  # True = may attend
+
+        q, k, v = (split_heads(t, self.num_heads) for t in self.project_qkv(query, key, value))  # (B, h, T, d_k)
+        q, k = self.rotate(q, k)  # (B, h, T, d_k): unchanged here; chapter 5's RoPE turns them
+        mask = with_bias(mask, self.score_bias(q.size(-2), k.size(-2)))  # None here; chapter 5's ALiBi
+        p_drop = self.dropout if self.training else 0.0
+        if need_weights:  # the teaching path: chapter 3's attention builds the weights and returns them
+            out, weights = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)  # (B, h, T_q, d_k)
+            if p_drop > 0:
+                out = F.dropout(weights, p_drop) @ v  # (B, h, T_q, d_k)
+            if average_weights:
+                weights = weights.mean(dim=1)  # (B, T_q, T_k)
+        else:  # the fused path: PyTorch's kernel never stores the (T_q, T_k) weights
+            out, weights = self.fused_attention(q, k, v, mask, is_causal, p_drop), None
+        out = self.out_proj(merge_heads(out))  # (B, T_q, d_model)
+        if unbatched:
+            return out.squeeze(0), None if weights is None else weights.squeeze(0)  # (T_q, d_model)
+        return (out if self.batch_first else out.transpose(0, 1)), weights
+
     def project_qkv(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -167,151 +167,44 @@ class MultiHeadAttention(nn.Module):
         biases = self.qkv_proj.bias.chunk(3) if self.qkv_proj.bias is not None else (None, None, None)
         return tuple(F.linear(t, w, b) for t, w, b in zip((query, key, value), weights, biases))
 
-    def _check_inputs(self, query: object, key: object, value: object) -> bool:
-        """Validate the three inputs; return True when they are unbatched (T, d_model)."""
-        parameter = self.out_proj.weight
-        named = (("query", query),) if query is key and key is value else (("query", query), ("key", key), ("value", value))
-        for name, t in named:
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-            if t.dim() not in (2, 3) or t.size(-1) != self.d_model:
-                layout = "(B, T, d_model)" if self.batch_first else "(T, B, d_model)"
-                raise ValueError(
-                    f"{name} must have shape {layout} or unbatched (T, d_model) with d_model={self.d_model}, "
-                    f"got {tuple(t.shape)}"
-                )
-            if t.dim() != query.dim():
-                raise ValueError(f"query and {name} must both be batched or both unbatched, got {query.dim()}-D and {t.dim()}-D")
-            if t.dtype != parameter.dtype or t.device != parameter.device:
-                raise TypeError(
-                    f"{name} is {t.dtype} on {t.device} but the module's parameters are {parameter.dtype} on "
-                    f"{parameter.device}; move one of them with .to(...)"
-                )
-        if len(named) == 3:
-            batch_axis = 0 if self.batch_first else 1
-            if query.dim() == 3 and not (query.size(batch_axis) == key.size(batch_axis) == value.size(batch_axis)):
-                raise ValueError(
-                    f"query, key and value must have the same batch size, got shapes {tuple(query.shape)}, "
-                    f"{tuple(key.shape)}, {tuple(value.shape)} (batch_first={self.batch_first})"
-                )
-            seq_axis = -2 if query.dim() == 2 else 1 - batch_axis
-            if key.size(seq_axis) != value.size(seq_axis):
-                raise ValueError(f"key and value must have the same length, got {key.size(seq_axis)} and {value.size(seq_axis)}")
-        return query.dim() == 2
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A hook on the heads' queries and keys (B, h, T, d_k): none here."""
+        return q, k
 
-    def _combine_masks(
-        self,
-        mask: torch.Tensor | None,
-        key_padding_mask: torch.Tensor | None,
-        query: torch.Tensor,
-        t_k: int,
-        unbatched: bool,
-    ) -> torch.Tensor | None:
-        """Validate ``mask`` and ``key_padding_mask``; return one SDPA-style mask (or None)."""
-        batch, t_q = query.size(0), query.size(1)
-        full = (batch, self.num_heads, t_q, t_k)
-        if mask is not None:
-            if not isinstance(mask, torch.Tensor):
-                raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
-            if mask.dtype != torch.bool and not mask.is_floating_point():
-                raise TypeError(
-                    f"mask must be boolean (True = may attend) or a float mask added to the scores, got {mask.dtype}; "
-                    "for a 0/1 mask use mask.bool()"
-                )
-            if mask.is_floating_point() and mask.dtype != query.dtype:
-                raise TypeError(f"a float mask must have the query's dtype {query.dtype}, got {mask.dtype}")
-            if mask.device != query.device:
-                raise ValueError(f"mask is on {mask.device} but the query is on {query.device}")
-            fits = mask.dim() <= 4 and all(m in (1, f) for m, f in zip(reversed(mask.shape), reversed(full)))
-            if not fits:
-                shown = full[1:] if unbatched else full
-                raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to (B, h, T_q, T_k) = {shown}")
-        if key_padding_mask is None:
-            return mask
-        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
-            raise TypeError(f"key_padding_mask must be a boolean tensor (True = padding), got {_describe(key_padding_mask)}")
-        expected = (t_k,) if unbatched else (batch, t_k)
-        if tuple(key_padding_mask.shape) != expected or key_padding_mask.device != query.device:
-            raise ValueError(
-                f"key_padding_mask must have shape {'(T_k,)' if unbatched else '(B, T_k)'} = {expected} on {query.device}, "
-                f"got {_describe(key_padding_mask)}"
-            )
-        allowed = ~key_padding_mask.reshape(batch, 1, 1, t_k)  # (B, 1, 1, T_k)
-        if mask is None:
-            return allowed
-        if mask.dtype == torch.bool:
-            return mask & allowed
-        return mask.masked_fill(~allowed, float("-inf"))
+    def score_bias(self, t_q: int, t_k: int) -> torch.Tensor | None:
+        """A hook: a bias added to the (T_q, T_k) scores of every head, broadcasting to (B, h, T_q, T_k); none here."""
+        return None
 
-    def forward(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor | None = None,
-        value: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        is_causal: bool = False,
-        need_weights: bool = True,
-        average_weights: bool = True,
-        key_padding_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        key = query if key is None else key
-        value = key if value is None else value
-        if not isinstance(is_causal, bool) or not isinstance(need_weights, bool) or not isinstance(average_weights, bool):
-            raise TypeError("is_causal, need_weights and average_weights must be True or False")
-        self_attention = query is key and key is value
-        unbatched = self._check_inputs(query, key, value)
-        if unbatched:  # (T, d_model) -> (1, T, d_model)
-            query = query.unsqueeze(0)
-            key = query if self_attention else key.unsqueeze(0)
-            value = query if self_attention else value.unsqueeze(0)
-        elif not self.batch_first:  # (T, B, d_model) -> (B, T, d_model)
-            query = query.transpose(0, 1)
-            key = query if self_attention else key.transpose(0, 1)
-            value = query if self_attention else value.transpose(0, 1)
-        mask = self._combine_masks(mask, key_padding_mask, query, key.size(1), unbatched)
+    def batch_first_layout(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, unbatched: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(T, d_model) or (T, B, d_model) inputs as (B, T, d_model); self-attention stays one tensor."""
+        def layout(t: torch.Tensor) -> torch.Tensor:
+            return t.unsqueeze(0) if unbatched else t if self.batch_first else t.transpose(0, 1)
 
-        q, k, v = self.project_qkv(query, key, value)  # (B, T, d_model) each
-        q = split_heads(q, self.num_heads)  # (B, h, T_q, d_k)
-        k = split_heads(k, self.num_heads)  # (B, h, T_k, d_k)
-        v = split_heads(v, self.num_heads)  # (B, h, T_k, d_k)
-        p_drop = self.dropout if self.training else 0.0
-        if need_weights:  # the teaching path: build the weights and return them
-            out, weights = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
-            if p_drop > 0:
-                out = F.dropout(weights, p_drop) @ v  # (B, h, T_q, d_k)
-            if average_weights:
-                weights = weights.mean(dim=1)  # (B, T_q, T_k)
-        else:  # the fused path: PyTorch's kernel never stores the (T_q, T_k) weights
-            if is_causal and mask is not None:  # SDPA takes one or the other: fold the causal mask in
-                causal = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()  # (T_q, T_k)
-                mask = mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, float("-inf"))
-                is_causal = False
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop, is_causal=is_causal)
-            if mask is not None and out.device.type != "cpu":  # PyTorch's CPU kernel already returns 0 there
-                # A query that may attend to nothing gets zeros, as on the teaching path, whatever the kernel.
-                dead = ~mask.any(-1, keepdim=True) if mask.dtype == torch.bool else torch.isneginf(mask).all(-1, keepdim=True)
-                out = out.masked_fill(dead, 0.0)  # (B, h, T_q, d_k)
-            weights = None
-        out = self.out_proj(merge_heads(out))  # (B, T_q, d_model)
-        if unbatched:
-            out = out.squeeze(0)  # (T_q, d_model)
-            weights = None if weights is None else weights.squeeze(0)
-        elif not self.batch_first:
-            out = out.transpose(0, 1)  # (T_q, B, d_model)
-        return out, weights
+        if query is key and key is value:
+            query = layout(query)
+            return query, query, query
+        return layout(query), layout(key), layout(value)
+
+    def fused_attention(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, p_drop: float
+    ) -> torch.Tensor:
+        """PyTorch's fused SDPA on (B, h, T, d_k) heads, with the teaching path's zero for a query that sees no key."""
+        if is_causal and mask is not None:  # SDPA takes one or the other: fold the causal mask in
+            causal = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()  # (T_q, T_k)
+            mask = mask & causal if mask.dtype == torch.bool else mask.masked_fill(~causal, float("-inf"))
+            is_causal = False
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop, is_causal=is_causal)
+        if mask is not None and out.device.type != "cpu":  # PyTorch's CPU kernel already returns 0 there
+            dead = ~mask.any(-1, keepdim=True) if mask.dtype == torch.bool else torch.isneginf(mask).all(-1, keepdim=True)
+            out = out.masked_fill(dead, 0.0)  # (B, h, T_q, d_k)
+        return out
 
     @classmethod
     def from_torch(cls, mha: nn.MultiheadAttention, fused_qkv: bool = False) -> "MultiHeadAttention":
         """A copy of an ``nn.MultiheadAttention``'s weights (same device, dtype, layout and train/eval mode)."""
-        if not isinstance(mha, nn.MultiheadAttention):
-            raise TypeError(f"from_torch needs an nn.MultiheadAttention, got {type(mha).__name__}")
-        if not mha._qkv_same_embed_dim:
-            raise ValueError(
-                f"from_torch supports kdim = vdim = embed_dim only, got kdim={mha.kdim}, vdim={mha.vdim}, "
-                f"embed_dim={mha.embed_dim}"
-            )
-        if mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("from_torch does not support add_bias_kv=True or add_zero_attn=True")
+        validate.torch_attention(mha)
         has_bias = mha.in_proj_bias is not None
         ours = cls(mha.embed_dim, mha.num_heads, mha.dropout, has_bias, mha.batch_first, fused_qkv)
         ours = ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
@@ -348,9 +241,8 @@ def pairs_task_batch(
     to predict); ``match`` (n, T), the position of the other occurrence; ``match_tag`` (n, T), its tag.
     """
     for name, value in (("n", n), ("vocab", vocab), ("tags", tags)):
-        _check_count(name, value)
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        validate.positive_int(name, value)
+    validate.generator("generator", generator)
     length = 2 * vocab
     tokens = torch.rand(n, length, generator=generator).argsort(dim=-1) % vocab  # (n, T): each token twice
     tag = torch.randint(tags, (n, length), generator=generator)  # (n, T)
@@ -372,7 +264,7 @@ class PairsModel(nn.Module):
         self, vocab: int = 8, tags: int = 4, d_model: int = 32, num_heads: int = 2, num_layers: int = 1
     ) -> None:
         super().__init__()
-        _check_count("num_layers", num_layers)
+        validate.positive_int("num_layers", num_layers)
         self.length = 2 * vocab
         self.token_embedding = nn.Embedding(vocab, d_model)
         self.tag_embedding = nn.Embedding(tags, d_model)
@@ -443,7 +335,7 @@ def train_pairs_model(
     with ``until_solved`` training stops as soon as both reach ``SOLVED`` (at most ``steps`` steps).
     """
     for name, value in (("steps", steps), ("batch_size", batch_size), ("check_every", check_every)):
-        _check_count(name, value)
+        validate.positive_int(name, value)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     test = pairs_task_batch(512, torch.Generator().manual_seed(123), device=device)

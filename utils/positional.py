@@ -10,40 +10,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from utils.multihead import merge_heads, split_heads
-
-
-def _check_int(name: str, value: object, minimum: int = 1) -> None:
-    """Raise unless ``value`` is an int (not a bool) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
-
-
-def _check_even(name: str, value: object) -> None:
-    _check_int(name, value)
-    if value % 2:
-        raise ValueError(f"{name} must be even (the features come in sin/cos pairs), got {value}")
-
-
-def _check_base(base: object) -> None:
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 0:
-        raise ValueError(f"base must be a positive number, got {base!r}")
-
-
-def _describe(x: object) -> str:
-    if isinstance(x, torch.Tensor):
-        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
-    return type(x).__name__
+from utils import validate  # the argument checks
+from utils.multihead import MultiHeadAttention
 
 
 def sinusoidal_frequencies(
     d_model: int, base: float = 10000.0, device: torch.device | str | None = None
 ) -> torch.Tensor:
     """The angular speeds omega_i = base^(-2i / d_model), i = 0 .. d_model/2 - 1, in float64."""
-    _check_even("d_model", d_model)
-    _check_base(base)
+    validate.even("d_model", d_model)
+    validate.positive_number("base", base)
     two_i = torch.arange(0, d_model, 2, device=device, dtype=torch.float64)  # (d_model/2,)
     return float(base) ** (-two_i / d_model)
 
@@ -59,7 +35,7 @@ def sinusoidal_encoding(
 
     Computed in float64 (exact angles even at large positions), returned in ``dtype``.
     """
-    _check_int("length", length, minimum=0)
+    validate.int_at_least("length", length, minimum=0)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     positions = torch.arange(length, device=device, dtype=torch.float64)  # (T,)
@@ -85,7 +61,7 @@ def shift_matrix(
     Block diagonal with blocks R(-k w_i): each (sin, cos) pair is turned by -k w_i (clockwise),
     because the pair stores sin first.
     """
-    _check_int("k", k, minimum=-(2**62))
+    validate.int_at_least("k", k, minimum=-(2**62))
     blocks = rotation_2d(-k * sinusoidal_frequencies(d_model, base, device))  # (d_model/2, 2, 2)
     return torch.block_diag(*blocks)  # (d_model, d_model)
 
@@ -98,10 +74,9 @@ def rope_angles(
     ``scale < 1`` is position interpolation: positions are squeezed into the trained range.
     """
     if not isinstance(positions, torch.Tensor) or positions.dim() != 1 or positions.is_complex() or positions.dtype == torch.bool:
-        raise ValueError(f"positions must be a 1-D tensor of positions (T,), got {_describe(positions)}")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
-    _check_even("d_k", d_k)
+        raise ValueError(f"positions must be a 1-D tensor of positions (T,), got {validate.describe(positions)}")
+    validate.positive_number("scale", scale)
+    validate.even("d_k", d_k)
     theta = sinusoidal_frequencies(d_k, base, positions.device)  # (d_k/2,)
     return (positions.to(torch.float64) * scale)[:, None] * theta[None, :]  # (T, d_k/2)
 
@@ -115,7 +90,7 @@ def apply_rope(
     sequence (e.g. one new token at position t when decoding with a cache).
     """
     if not isinstance(x, torch.Tensor) or x.dim() < 2 or not x.is_floating_point():
-        raise ValueError(f"x must be a floating-point tensor of shape (..., T, d_k), got {_describe(x)}")
+        raise ValueError(f"x must be a floating-point tensor of shape (..., T, d_k), got {validate.describe(x)}")
     length, d_k = x.shape[-2:]
     if positions is None:
         positions = torch.arange(length, device=x.device)
@@ -137,7 +112,7 @@ def alibi_slopes(num_heads: int, device: torch.device | str | None = None) -> to
     the n slopes for n heads, then every other slope of the 2n-head sequence, for the H - n others
     (H = 6: 2^-2, 2^-4, 2^-6, 2^-8, 2^-1, 2^-3).
     """
-    _check_int("num_heads", num_heads)
+    validate.int_at_least("num_heads", num_heads)
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
@@ -150,8 +125,8 @@ def alibi_slopes(num_heads: int, device: torch.device | str | None = None) -> to
 def alibi_bias(num_heads: int, t_q: int, t_k: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Additive bias (H, t_q, t_k): -slope_h * |i - j|. With a causal mask only j <= i is used, where it is
     the paper's -slope_h * (i - j)."""
-    _check_int("t_q", t_q, minimum=0)
-    _check_int("t_k", t_k, minimum=0)
+    validate.int_at_least("t_q", t_q, minimum=0)
+    validate.int_at_least("t_k", t_k, minimum=0)
     i = torch.arange(t_q, device=device)[:, None]  # (t_q, 1)
     j = torch.arange(t_k, device=device)[None, :]  # (1, t_k)
     distance = (i - j).abs().to(torch.float32)  # (t_q, t_k)
@@ -163,13 +138,13 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
-        _check_int("max_len", max_len)
-        _check_int("d_model", d_model)
+        validate.int_at_least("max_len", max_len)
+        validate.int_at_least("d_model", d_model)
         self.table = nn.Embedding(max_len, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.size(-1) != self.table.embedding_dim:
-            raise ValueError(f"x must have shape (B, T, d_model={self.table.embedding_dim}), got {_describe(x)}")
+            raise ValueError(f"x must have shape (B, T, d_model={self.table.embedding_dim}), got {validate.describe(x)}")
         length = x.size(1)
         if length > self.table.num_embeddings:
             raise IndexError(
@@ -197,9 +172,8 @@ def recent_digit_batch(
     position t is the last digit at a position <= t.
     """
     for name, value in (("n", n), ("length", length), ("digits", digits), ("letters", letters)):
-        _check_int(name, value)
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        validate.int_at_least(name, value)
+    validate.generator("generator", generator)
     if not 0.0 <= p_digit <= 1.0:
         raise ValueError(f"p_digit must be a probability, got {p_digit!r}")
     is_digit = torch.rand(n, length, generator=generator) < p_digit  # (n, T)
@@ -213,45 +187,35 @@ def recent_digit_batch(
     return tokens.to(device), targets.to(device)
 
 
-class PositionalSelfAttention(nn.Module):
-    """Causal multi-head self-attention with 'rope', 'alibi' or no position handling inside.
+class PositionalSelfAttention(MultiHeadAttention):
+    """Chapter 4's multi-head attention, causal, with 'rope', 'alibi' or no position handling inside.
 
-    ``rope_scale`` multiplies RoPE's positions (1.0 = plain RoPE; L_train / T = position interpolation).
-    ``forward(x, need_weights=False)`` returns (output, weights or None); without weights it uses
-    PyTorch's fused attention, as chapter 4's module does.
+    RoPE plugs into chapter 4's ``rotate`` hook (it turns the heads' queries and keys), ALiBi into its
+    ``score_bias`` hook (a bias added to the scores); the projections, heads and both attention paths
+    are chapter 4's. ``rope_scale`` multiplies RoPE's positions (1.0 = plain RoPE; L_train / T = position
+    interpolation). ``forward(x, need_weights=False)`` returns (output, per-head weights or None).
     """
 
     def __init__(self, d_model: int, num_heads: int, encoding: str) -> None:
-        super().__init__()
         if encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
-        self.num_heads, self.encoding, self.rope_scale = num_heads, encoding, 1.0
-        self.qkv_proj = nn.Linear(d_model, 3 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+        super().__init__(d_model, num_heads, fused_qkv=True)  # qkv_proj (3 d_model, d_model), out_proj
+        self.encoding, self.rope_scale = encoding, 1.0
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.encoding != "rope":
+            return q, k
+        return apply_rope(q, scale=self.rope_scale), apply_rope(k, scale=self.rope_scale)  # (B, h, T, d_k) each
+
+    def score_bias(self, t_q: int, t_k: int) -> torch.Tensor | None:
+        if self.encoding != "alibi":
+            return None
+        weight = self.out_proj.weight
+        return alibi_bias(self.num_heads, t_q, t_k, weight.device).to(weight.dtype)  # (h, T_q, T_k)
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        length = x.size(1)
-        q, k, v = (split_heads(t, self.num_heads) for t in self.qkv_proj(x).chunk(3, dim=-1))  # (B, h, T, d_k)
-        if self.encoding == "rope":
-            q = apply_rope(q, scale=self.rope_scale)  # (B, h, T, d_k)
-            k = apply_rope(k, scale=self.rope_scale)
-        mask = None
-        if self.encoding == "alibi":
-            allowed = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()  # (T, T)
-            bias = alibi_bias(self.num_heads, length, length, x.device).to(x.dtype)  # (h, T, T)
-            mask = bias.masked_fill(~allowed, float("-inf"))  # additive float mask, causal
-        if need_weights:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T, T)
-            if mask is None:
-                scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
-            else:
-                scores = scores + mask
-            weights = scores.softmax(dim=-1)
-            out = weights @ v  # (B, h, T, d_k)
-        else:
-            weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
-        return self.out_proj(merge_heads(out)), weights  # (B, T, d_model)
+        """x (B, T, d_model) -> (B, T, d_model) and the weights (B, h, T, T) or None; always causal."""
+        return super().forward(x, is_causal=True, need_weights=need_weights, average_weights=False)
 
 
 class PositionProbe(nn.Module):
@@ -286,7 +250,7 @@ def train_position_probe(
     encoding: str, length: int = 24, steps: int = 400, seed: int = 0, device: torch.device | str = "cpu"
 ) -> PositionProbe:
     """Train a PositionProbe on the most-recent-digit task at one length; returns it in eval mode."""
-    _check_int("steps", steps)
+    validate.int_at_least("steps", steps)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = PositionProbe(encoding, max_len=length).to(device)

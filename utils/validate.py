@@ -1,0 +1,221 @@
+"""validate: the argument checks of the course's attention modules, in one place.
+
+Hand-written (not generated from a chapter). Each check is named for what it guarantees and raises an
+error that names the argument, what it got and what it needs (DESIGN.md), so that a module's ``forward``
+reads as the mathematics: one line, ``validate.attention_call(...)``, stands where thirty lines of checks
+would. Nothing here computes attention; the modules that use these checks are the lesson.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+
+def describe(x: object) -> str:
+    """What ``x`` is, for an error message: a tensor's shape, dtype and device, or the type's name."""
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)}, dtype {x.dtype}, on {x.device}"
+    return type(x).__name__
+
+
+def positive_int(name: str, value: object) -> None:
+    """``value`` is an int >= 1 (a bool is not a count): TypeError for a non-int, ValueError below 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+
+
+def probability(name: str, value: object) -> None:
+    """``value`` is a number in [0, 1) (a dropout rate)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+
+
+def flag(name: str, value: object) -> None:
+    """``value`` is True or False."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def generator(name: str, value: object) -> None:
+    """``value`` is a torch.Generator."""
+    if not isinstance(value, torch.Generator):
+        raise TypeError(f"{name} must be a torch.Generator, got {type(value).__name__}")
+
+
+def split_heads_input(x: object, num_heads: object) -> None:
+    """``x`` (..., T, d_model) can be cut into ``num_heads`` heads of d_model / num_heads features."""
+    positive_int("num_heads", num_heads)
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"split_heads: x must be a tensor of shape (..., T, d_model), got {got}")
+    if x.size(-1) % num_heads:
+        raise ValueError(
+            f"split_heads: the last axis of x (d_model={x.size(-1)}) must be divisible by num_heads={num_heads}"
+        )
+
+
+def merge_heads_input(x: object) -> None:
+    """``x`` is a tensor of heads (..., h, T, d_k)."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 3:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"merge_heads: x must be a tensor of shape (..., h, T, d_k), got {got}")
+
+
+def torch_masks(key_padding_mask: object, attn_mask: object, num_heads: object) -> None:
+    """``nn.MultiheadAttention``'s masks: a boolean (B, T_k) ``key_padding_mask``; a boolean or float
+    ``attn_mask`` (T_q, T_k) or (B*num_heads, T_q, T_k)."""
+    positive_int("num_heads", num_heads)
+    if key_padding_mask is not None:
+        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
+            got = key_padding_mask.dtype if isinstance(key_padding_mask, torch.Tensor) else type(key_padding_mask).__name__
+            raise TypeError(f"key_padding_mask must be a boolean tensor (True = padding), got {got}")
+        if key_padding_mask.dim() != 2:
+            raise ValueError(f"key_padding_mask must have shape (B, T_k), got {tuple(key_padding_mask.shape)}")
+    if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor) or not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
+            got = attn_mask.dtype if isinstance(attn_mask, torch.Tensor) else type(attn_mask).__name__
+            raise TypeError(f"attn_mask must be a boolean (True = ignore) or float (additive) tensor, got {got}")
+        if attn_mask.dim() == 3 and attn_mask.size(0) % num_heads:
+            raise ValueError(
+                f"a 3-D attn_mask must have shape (B*num_heads, T_q, T_k); its first axis {attn_mask.size(0)} "
+                f"is not a multiple of num_heads={num_heads}"
+            )
+        if attn_mask.dim() not in (2, 3):
+            raise ValueError(f"attn_mask must have shape (T_q, T_k) or (B*h, T_q, T_k), got {tuple(attn_mask.shape)}")
+
+
+def attention_config(
+    d_model: object, num_heads: object, dropout: object, bias: object, batch_first: object, fused_qkv: object
+) -> None:
+    """A multi-head attention's constructor arguments: d_model splits into num_heads heads."""
+    positive_int("d_model", d_model)
+    positive_int("num_heads", num_heads)
+    if d_model % num_heads:
+        raise ValueError(
+            f"d_model={d_model} must be divisible by num_heads={num_heads} (each head gets d_model / num_heads features)"
+        )
+    probability("dropout", dropout)
+    for name, value in (("bias", bias), ("batch_first", batch_first), ("fused_qkv", fused_qkv)):
+        flag(name, value)
+
+
+def torch_attention(mha: object) -> None:
+    """An ``nn.MultiheadAttention`` whose weights a ``MultiHeadAttention`` can hold."""
+    if not isinstance(mha, nn.MultiheadAttention):
+        raise TypeError(f"from_torch needs an nn.MultiheadAttention, got {type(mha).__name__}")
+    if not mha._qkv_same_embed_dim:
+        raise ValueError(
+            f"from_torch supports kdim = vdim = embed_dim only, got kdim={mha.kdim}, vdim={mha.vdim}, "
+            f"embed_dim={mha.embed_dim}"
+        )
+    if mha.bias_k is not None or mha.add_zero_attn:
+        raise ValueError("from_torch does not support add_bias_kv=True or add_zero_attn=True")
+
+
+def _attention_inputs(query: object, key: object, value: object, d_model: int, batch_first: bool,
+                      parameter: torch.Tensor) -> None:
+    named = (("query", query),) if query is key and key is value else (("query", query), ("key", key), ("value", value))
+    for name, t in named:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() not in (2, 3) or t.size(-1) != d_model:
+            layout = "(B, T, d_model)" if batch_first else "(T, B, d_model)"
+            raise ValueError(
+                f"{name} must have shape {layout} or unbatched (T, d_model) with d_model={d_model}, got {tuple(t.shape)}"
+            )
+        if t.dim() != query.dim():
+            raise ValueError(f"query and {name} must both be batched or both unbatched, got {query.dim()}-D and {t.dim()}-D")
+        if t.dtype != parameter.dtype or t.device != parameter.device:
+            raise TypeError(
+                f"{name} is {t.dtype} on {t.device} but the module's parameters are {parameter.dtype} on "
+                f"{parameter.device}; move one of them with .to(...)"
+            )
+    if len(named) == 3:
+        batch_axis = 0 if batch_first else 1
+        if query.dim() == 3 and not (query.size(batch_axis) == key.size(batch_axis) == value.size(batch_axis)):
+            raise ValueError(
+                f"query, key and value must have the same batch size, got shapes {tuple(query.shape)}, "
+                f"{tuple(key.shape)}, {tuple(value.shape)} (batch_first={batch_first})"
+            )
+        seq_axis = -2 if query.dim() == 2 else 1 - batch_axis
+        if key.size(seq_axis) != value.size(seq_axis):
+            raise ValueError(f"key and value must have the same length, got {key.size(seq_axis)} and {value.size(seq_axis)}")
+
+
+def _attention_masks(mask: object, key_padding_mask: object, query: torch.Tensor,
+                     full: tuple[int, int, int, int], unbatched: bool) -> None:
+    batch, t_k = full[0], full[3]
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+        if mask.dtype != torch.bool and not mask.is_floating_point():
+            raise TypeError(
+                f"mask must be boolean (True = may attend) or a float mask added to the scores, got {mask.dtype}; "
+                "for a 0/1 mask use mask.bool()"
+            )
+        if mask.is_floating_point() and mask.dtype != query.dtype:
+            raise TypeError(f"a float mask must have the query's dtype {query.dtype}, got {mask.dtype}")
+        if mask.device != query.device:
+            raise ValueError(f"mask is on {mask.device} but the query is on {query.device}")
+        fits = mask.dim() <= 4 and all(m in (1, f) for m, f in zip(reversed(mask.shape), reversed(full)))
+        if not fits:
+            shown = full[1:] if unbatched else full
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to (B, h, T_q, T_k) = {shown}")
+    if key_padding_mask is None:
+        return
+    if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
+        raise TypeError(f"key_padding_mask must be a boolean tensor (True = padding), got {describe(key_padding_mask)}")
+    expected = (t_k,) if unbatched else (batch, t_k)
+    if tuple(key_padding_mask.shape) != expected or key_padding_mask.device != query.device:
+        raise ValueError(
+            f"key_padding_mask must have shape {'(T_k,)' if unbatched else '(B, T_k)'} = {expected} on {query.device}, "
+            f"got {describe(key_padding_mask)}"
+        )
+
+
+def attention_call(
+    module: nn.Module, query: object, key: object, value: object, mask: object, key_padding_mask: object,
+    is_causal: object, need_weights: object, average_weights: object,
+) -> bool:
+    """Every argument of ``MultiHeadAttention.forward``; returns True when the inputs are unbatched (T, d_model).
+
+    ``module`` gives d_model, num_heads, batch_first and the parameters' dtype and device.
+    """
+    if not isinstance(is_causal, bool) or not isinstance(need_weights, bool) or not isinstance(average_weights, bool):
+        raise TypeError("is_causal, need_weights and average_weights must be True or False")
+    _attention_inputs(query, key, value, module.d_model, module.batch_first, module.out_proj.weight)
+    unbatched = query.dim() == 2
+    if unbatched:
+        batch, t_q, t_k = 1, query.size(0), key.size(0)
+    elif module.batch_first:
+        batch, t_q, t_k = query.size(0), query.size(1), key.size(1)
+    else:
+        batch, t_q, t_k = query.size(1), query.size(0), key.size(0)
+    _attention_masks(mask, key_padding_mask, query, (batch, module.num_heads, t_q, t_k), unbatched)
+    return unbatched
+
+
+def int_at_least(name: str, value: object, minimum: int = 1) -> None:
+    """``value`` is an int (not a bool) >= ``minimum``: TypeError for a non-int, ValueError below ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
+
+
+def even(name: str, value: object) -> None:
+    """``value`` is a positive even int (a width whose features come in sin/cos pairs)."""
+    int_at_least(name, value)
+    if value % 2:
+        raise ValueError(f"{name} must be even (the features come in sin/cos pairs), got {value}")
+
+
+def positive_number(name: str, value: object) -> None:
+    """``value`` is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
