@@ -3,7 +3,7 @@
 import re
 
 import nbformat
-from wrong_answer_driver import PASSES_VISIBLE, ROOT, Wrong, check_wrong_answers
+from wrong_answer_driver import ROOT, Wrong, check_wrong_answers
 
 MERGE_HEADER = """
 def merge_partials(m_a, l_a, acc_a, m_b, l_b, acc_b):
@@ -15,14 +15,15 @@ def tile_step(m, l, acc, s, v):
 
 
 
-def _window_cell(body: str) -> str:
-    """Exercise 11.8's answer cell (the step, the kernel that calls it, the launcher) with ``body`` as the step."""
+def _window_cell(body: str, after: str = "") -> str:
+    """Exercise 11.8's answer cell (the @triton.jit step only: the kernel and launcher are in the check cell)
+    with ``body`` as the step, and ``after`` appended to the cell."""
     (path,) = sorted((ROOT / "solutions").glob("11_*.ipynb"))
     cell = next(c for c in nbformat.read(path, as_version=4).cells
                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ex11_8")
-    solution = re.compile(r"    ### BEGIN SOLUTION\n.*?    ### END SOLUTION\n", re.S)
+    solution = re.compile(r"    ### BEGIN SOLUTION\n.*?    ### END SOLUTION\n?", re.S)
     assert solution.search(cell.source), "ex11_8: no solution markers"
-    return solution.sub(lambda _: body.strip("\n") + "\n", cell.source)
+    return solution.sub(lambda _: body.strip("\n") + "\n", cell.source) + after
 
 
 WINDOW_LOADS = """
@@ -41,6 +42,13 @@ WINDOW_UPDATE = """
     return acc, l_i, m_new
 """
 CAUSAL = "(offs_n[None, :] <= offs_m[:, None])"
+SDPA_LAUNCHER = """
+
+def window_attention(q, k, v, window, blocks=(16, 16)):
+    i = torch.arange(q.size(-2))[:, None]
+    j = torch.arange(k.size(-2))[None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=(j <= i) & (j >= i - window))
+"""
 
 WRONG = {
     "ex11_1": [
@@ -201,7 +209,7 @@ def scores_grad(p, d_out, v, out):
     acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
     return acc, l_i, m_new
 """), visible="tl.exp2"),
-        Wrong("head size hard-coded to 16 (the visible check uses d = 16 only)", _window_cell("""
+        Wrong("head size hard-coded to 16", _window_cell("""
     k = _load_tile(k_base, start_n, n, BLOCK_N, 16, 16, False)
     v = _load_tile(v_base, start_n, n, BLOCK_N, 16, 16, False)
     s = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
@@ -209,7 +217,28 @@ def scores_grad(p, d_out, v, out):
 """ + f"""
     keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
     s = tl.where(keep, s, float("-inf"))
-""" + WINDOW_UPDATE), visible=PASSES_VISIBLE),
+""" + WINDOW_UPDATE), visible="equal reduction dimensions"),
+        Wrong("key tile size hard-coded to 16 instead of BLOCK_N", _window_cell("""
+    k = _load_tile(k_base, start_n, n, 16, D, D, False)
+    v = _load_tile(v_base, start_n, n, 16, D, D, False)
+    s = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
+    offs_n = start_n + tl.arange(0, 16)
+""" + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible="hard-coded"),
+        Wrong("window measured forwards: keys i .. i + window", _window_cell(WINDOW_LOADS + """
+    keep = (offs_n[None, :] >= offs_m[:, None]) & (offs_n[None, :] <= offs_m[:, None] + window)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible="the window looks ahead"),
+        Wrong("leaves the step empty and replaces the launcher with SDPA in the answer cell (the check cell's "
+              "own launcher runs the step)", _window_cell("""
+    return acc, l_i, m_i
+""", after=SDPA_LAUNCHER), visible="entries differ"),
+        Wrong("loads only whole tiles: keys of a ragged last tile dropped", _window_cell(WINDOW_LOADS + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window) & (offs_n[None, :] < (n // BLOCK_N) * BLOCK_N)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible="N = 37"),
     ],
 }
 
