@@ -201,14 +201,7 @@ def scores_grad(p, d_out, v, out):
         Wrong("natural exponential on base-2 scores", _window_cell(WINDOW_LOADS + f"""
     keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
     s = tl.where(keep, s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp(m_i - m_safe)
-    p = tl.exp(s - m_safe[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
-    return acc, l_i, m_new
-"""), visible="tl.exp2"),
+""" + WINDOW_UPDATE.replace("tl.exp2", "tl.exp")), visible="tl.exp2"),
         Wrong("head size hard-coded to 16", _window_cell("""
     k = _load_tile(k_base, start_n, n, BLOCK_N, 16, 16, False)
     v = _load_tile(v_base, start_n, n, BLOCK_N, 16, 16, False)
