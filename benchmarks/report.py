@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import matplotlib
@@ -266,5 +267,31 @@ def render(results: Path = RESULTS, figures: Path = FIGURES, page: Path = PAGE, 
     return "\n".join(parts)
 
 
+README = ROOT / "README.md"
+_CHAPTER_ROW = re.compile(r"^\| (\d\d) \| `\d\d_[a-z0-9_]+` \|.*\| ([^|]*) \|$")
+
+
+def readme_with_run_times(text: str, results: Path | None = None) -> str:
+    """README ``text`` with each chapter row's "runs in" cell set from the recorded notebook times: the
+    learner notebook's seconds, rounded (``—`` where none is recorded)."""
+    seconds = (_load("notebooks", results) or {}).get("notebook_seconds", {})
+    by_chapter = {Path(name).name[:2]: value for name, value in seconds.items() if name.startswith("chapters/")}
+    lines = []
+    for line in text.split("\n"):
+        row = _CHAPTER_ROW.match(line)
+        if row:
+            figure = f"{by_chapter[row[1]]:.0f} s" if row[1] in by_chapter else "—"
+            line = line[: row.start(2)] + figure + " |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def write_readme(results: Path = RESULTS, readme: Path = README) -> None:
+    """Rewrite README's "runs in" column from ``results``."""
+    readme.write_text(readme_with_run_times(readme.read_text(), results))
+    print(f"wrote {readme} (run times)")
+
+
 if __name__ == "__main__":
     write()
+    write_readme()

@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.record:
         page = report.write()
+        report.write_readme()
     else:
         page = report.write(results=results, figures=args.out / "figures", page=args.out / "performance.md")
     if args.quick:

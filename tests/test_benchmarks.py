@@ -65,3 +65,22 @@ def test_a_quick_run_judges_no_target_on_the_page_as_on_the_console(tmp_path):
     rows = [line for line in report._targets(tmp_path) if line.startswith("| ") and "bound" not in line]
     assert rows and all(line.endswith("| not judged (quick run) |") for line in rows), rows
     assert report.missed_targets(tmp_path) == []
+
+
+def test_the_readme_run_times_are_the_recorded_ones(tmp_path):
+    """Issue 25 (P-1): README's "runs in" column quoted figures with no record (chapters 11 and 12) or other
+    than the record (chapters 01-06). Every chapter row now shows its learner notebook's recorded time."""
+    import json
+
+    readme = (ROOT / "README.md").read_text()
+    assert report.readme_with_run_times(readme) == readme, "README's run times differ: python -m benchmarks.report"
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "notebooks.json").read_text())["notebook_seconds"]
+    rows = [line for line in readme.splitlines() if report._CHAPTER_ROW.match(line)]
+    chapters = sorted(p.name for p in (ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+    assert len(rows) == len(chapters), "a chapter row does not match the pattern the column is written by"
+    for row, name in zip(rows, chapters):
+        assert row.endswith(f"| {recorded[f'chapters/{name}']:.0f} s |"), row[-40:]
+    # The rewrite can fail: a changed record changes the README.
+    first = sorted(name for name in recorded if name.startswith("chapters/"))[0]
+    (tmp_path / "notebooks.json").write_text(json.dumps({"notebook_seconds": {**recorded, first: recorded[first] + 7}}))
+    assert report.readme_with_run_times(readme, tmp_path) != readme
