@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -32,10 +33,43 @@ pytestmark = pytest.mark.book
 ELSEWHERE = ("cdn.jsdelivr.net", "cdnjs.cloudflare.com", "unpkg.com", "fonts.googleapis")
 
 
-def _build(out: Path, **env: str) -> Path:
-    jb = Path(sys.executable).with_name("jupyter-book")
+def readme_book_commands() -> list[str]:
+    """The ```bash blocks of the README's "## Build the book" section: the build, then the instructor's build."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = re.split(r"^## ", readme.split("\n## Build the book\n", 1)[1], maxsplit=1, flags=re.M)[0]
+    return [block.strip() for block in re.findall(r"```bash\n(.*?)\n```", section, re.S)]
+
+
+def readme_build_argv(command: str) -> tuple[dict[str, str], list[str]]:
+    """One README build command as (environment assignments, argv), `.venv/bin/` meaning this environment.
+
+    Issue 27: the book was tested through `jupyter-book build ROOT`, never through the command the README
+    gives, so a README command that builds nothing (or no longer hides the solutions) passed the tests."""
+    *before, build = [part.strip() for part in command.split("&&")]
+    assert before in ([], ["npm ci"]), f"README: only `npm ci` may come before the build: {command!r}"
+    words = shlex.split(build)
+    env = {}
+    while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    assert words[:3] == [".venv/bin/jupyter-book", "build", "."], f"README's build command: {command!r}"
+    return env, [str(Path(sys.executable).with_name("jupyter-book")), *words[1:]]
+
+
+def test_the_readme_builds_the_book_after_npm_ci():
+    blocks = readme_book_commands()
+    assert blocks[0].startswith("npm ci && "), blocks[0]
+    assert readme_build_argv(blocks[0])[0] == {}, "the plain build sets no variable"
+    assert readme_build_argv(blocks[1])[0] == {"BOOK_WITHOUT_SOLUTIONS": "1"}, blocks[1]
+
+
+def _build(out: Path, command: str) -> Path:
+    """The README's build ``command`` as written, run in the repository (its `.` is the repository), with
+    the output moved to ``out`` and warnings as errors (``--path-output out -W -n --keep-going`` appended)."""
+    env, argv = readme_build_argv(command)
     result = subprocess.run(
-        [str(jb), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"],
+        [*argv, "--path-output", str(out), "-W", "-n", "--keep-going"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=scaled(600),  # a backstop against a hang, longer on a busy machine
@@ -49,7 +83,7 @@ def _build(out: Path, **env: str) -> Path:
 
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory) -> Path:
-    return _build(tmp_path_factory.mktemp("book"))
+    return _build(tmp_path_factory.mktemp("book"), readme_book_commands()[0])
 
 
 def _pages(book: Path) -> list[str]:
@@ -131,7 +165,7 @@ def test_solution_pages_are_titled_as_solutions(built_book):
 
 def test_book_without_the_solutions_appendix(tmp_path):
     """The instructor's build (README): the appendix is not built, linked or searchable."""
-    book = _build(tmp_path, BOOK_WITHOUT_SOLUTIONS="1")
+    book = _build(tmp_path, readme_book_commands()[1])
     assert not (book / "solutions").exists()
     assert (book / "chapters" / CHAPTERS[0].with_suffix(".html").name).exists()
     for page in _pages(book):

@@ -332,6 +332,17 @@ def test_the_nbgrader_route_keeps_jupyterlab_4_5(tmp_path):
     myst = chosen.get("jupyterlab-myst") or _installed("jupyterlab-myst")
     assert lab.startswith("4.5."), f"the nbgrader route takes JupyterLab {lab}"
     assert myst.startswith("2."), f"the nbgrader route takes jupyterlab-myst {myst}"
+    # ... and the extension loads in that JupyterLab: the route keeps the JupyterLab and jupyterlab-myst
+    # installed here, and JupyterLab's own compatibility check (`jupyter labextension list`, which says
+    # "not compatible" / "incompatible" after the plain `pip install nbgrader`) passes them.
+    assert (lab, myst) == (_installed("jupyterlab"), _installed("jupyterlab-myst")), (
+        "the nbgrader route changes JupyterLab or jupyterlab-myst: check that the extension loads"
+    )
+    listed = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=scaled(120))
+    text = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)
+    assert re.search(r"^\s*jupyterlab-myst v2\.\S+ enabled OK\b", text, re.M), text
+    assert "compatible" not in text, text
 
 
 def _installed(name: str) -> str:
