@@ -259,6 +259,9 @@ def test_ring_work_memory_and_bytes_per_rank(ring, case):
     for run in ring:
         assert run[case]["largest_block"] == chunk * chunk
         assert run[case]["bytes_sent"] == scheme_costs(P, 0, 0, kv_bytes, 64)["ring attention"]["sent"]
+        # backward: K, V, dK, dV on p - 1 hops and dK, dV on one more; the cost table's bytes are forward only
+        assert run[case]["backward_bytes_sent"] == (2 * P - 1) / P * kv_bytes
+    assert "forward only" in scheme_costs(P, 0, 0, kv_bytes, 64)["ring attention"]["counted"]
 
 
 def test_sequence_sharding_round_trips_and_validates():
