@@ -29,6 +29,9 @@ from utils.distributed import (
 from utils.tolerances import assert_close
 
 P = 4
+# A backstop, not a speed limit: the first run of a module also starts the fork server (22.5 s for the
+# collectives at load average 11 on 2 cores, 19 s for the data-parallel run), near the 60 s default on a busier machine.
+FIXTURE_TIMEOUT = 300
 
 
 def _rank_and_sum(rank: int, world_size: int, offset: float = 0.0) -> dict:
@@ -49,22 +52,22 @@ def _sleep(rank: int, world_size: int) -> None:
 
 @pytest.fixture(scope="module")
 def collectives():
-    return run_on_ranks(collectives_demo, P, backend="gloo")
+    return run_on_ranks(collectives_demo, P, backend="gloo", timeout=FIXTURE_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
 def data_parallel():
-    return run_on_ranks(dp.data_parallel_worker, P, steps=3, backend="gloo"), dp.single_process_reference(steps=3)
+    return run_on_ranks(dp.data_parallel_worker, P, steps=3, backend="gloo", timeout=FIXTURE_TIMEOUT), dp.single_process_reference(steps=3)
 
 
 @pytest.fixture(scope="module")
 def tensor_parallel():
-    return run_on_ranks(tp.tensor_parallel_worker, P, backend="gloo")
+    return run_on_ranks(tp.tensor_parallel_worker, P, backend="gloo", timeout=FIXTURE_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
 def ring():
-    return run_on_ranks(ra.ring_attention_worker, P, length=64, backend="gloo")
+    return run_on_ranks(ra.ring_attention_worker, P, length=64, backend="gloo", timeout=FIXTURE_TIMEOUT)
 
 
 # -- the process helper ----------------------------------------------------------------------------
@@ -259,6 +262,9 @@ def test_ring_work_memory_and_bytes_per_rank(ring, case):
     for run in ring:
         assert run[case]["largest_block"] == chunk * chunk
         assert run[case]["bytes_sent"] == scheme_costs(P, 0, 0, kv_bytes, 64)["ring attention"]["sent"]
+        # backward: K, V, dK, dV on p - 1 hops and dK, dV on one more; the cost table's bytes are forward only
+        assert run[case]["backward_bytes_sent"] == (2 * P - 1) / P * kv_bytes
+    assert "forward only" in scheme_costs(P, 0, 0, kv_bytes, 64)["ring attention"]["counted"]
 
 
 def test_sequence_sharding_round_trips_and_validates():

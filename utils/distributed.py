@@ -340,7 +340,8 @@ def scheme_costs(world_size: int, n_params: int, activation_bytes: int, kv_bytes
       gradients: 3(p-1)/p · 4Ψ.
     * Tensor parallelism (attention + FFN of one layer) keeps 1/p of the weights (4 bytes each) (replicated biases aside) and
       all-reduces the layer's activations twice per sublayer (forward and backward): 4 · 2(p-1)/p · activations.
-    * Ring attention (forward) sends the K/V chunks it holds p - 1 times: (p-1)/p of all K and V; the scores of
+    * Ring attention (forward only) sends the K/V chunks it holds p - 1 times: (p-1)/p of all K and V (its backward
+      sends (2p-1)/p more, counted by ``ring_attention_backward``, not here); the scores of
       a rank's rows would take 4 N²/p bytes, and the largest block it holds at once 4 (N/p)² (contiguous order).
     """
     _check_ranks(0, world_size)
@@ -355,5 +356,5 @@ def scheme_costs(world_size: int, n_params: int, activation_bytes: int, kv_bytes
         "tensor parallel": {"memory": 4 * n_params / p, "sent": 4 * ring_bytes("all_reduce", activation_bytes, p),
                             "counted": "weights (replicated biases aside)"},
         "ring attention": {"memory": 4 * length * length / p, "largest_block": 4 * (length / p) ** 2,
-                           "sent": (p - 1) / p * kv_bytes, "counted": "scores of the rank's query rows"},
+                           "sent": (p - 1) / p * kv_bytes, "counted": "scores of the rank's query rows; bytes: forward only"},
     }

@@ -141,12 +141,13 @@ def ring_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
 
 def ring_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
                             grad_out: torch.Tensor, is_causal: bool = False, order: str = "zigzag",
-                            scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                            scale: float | None = None, counts: dict[str, int] | None = None
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of ring attention for this rank's chunks: K/V travel around the ring again, now with
     accumulators for their gradients; each block's contribution comes from chapter 8's
     ``tiled_attention_backward`` with the rows' final output and log-sum-exp, and after one more hop every
     dK, dV is back on the rank that owns its chunk. Its exchanges are blocking: each waits for the transfer
-    before computing."""
+    before computing. If ``counts`` is given, the bytes this rank sends are added to its "backward_bytes_sent"."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
     layout = chunk_layout(world_size, order)
     _check_local(q, k, v, len(layout[0]))
@@ -166,7 +167,9 @@ def ring_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o
         travelling = (dk, dv) if step == world_size - 1 else (k, v, dk, dv)  # the last hop takes dK, dV home
         arrived = [torch.empty_like(t) for t in travelling]
         for sent, received in zip(travelling, arrived):
-            _exchange(sent, received, rank, world_size)
+            sent_bytes = _exchange(sent, received, rank, world_size)
+            if counts is not None:
+                counts["backward_bytes_sent"] = counts.get("backward_bytes_sent", 0) + sent_bytes
         if step == world_size - 1:
             dk, dv = arrived
         else:
@@ -189,7 +192,7 @@ def ring_attention_worker(rank: int, world_size: int, seed: int = 0, length: int
     for is_causal, order in cases:
         local = [shard_sequence(t, rank, world_size, order) for t in (q, k, v, grad_out)]
         out, lse, counts = ring_attention_forward(*local[:3], is_causal=is_causal, order=order)
-        grads = ring_attention_backward(*local[:3], out, lse, local[3], is_causal=is_causal, order=order)
+        grads = ring_attention_backward(*local[:3], out, lse, local[3], is_causal=is_causal, order=order, counts=counts)
         results[(is_causal, order)] = {"out": out, "dq": grads[0], "dk": grads[1], "dv": grads[2], **counts}
     return results
 
