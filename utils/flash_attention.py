@@ -547,3 +547,24 @@ def fused_attention_traffic(
              for s in range(0, n_q, bm))
     return {name: groups * count for name, count in
             {"forward": forward, "delta": delta, "dkdv": dkdv, "dq": dq}.items()}
+
+
+@triton.jit
+def _window_kernel(Q, K, V, O, n, qk_scale, window, D: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, STEP: tl.constexpr):
+    """Exercise 11.8's kernel. One program: one block of BLOCK_M queries of one (batch, head) pair, against
+    the keys of its windows; STEP is the @triton.jit function that folds one block of keys in."""
+    start_m = tl.program_id(0) * BLOCK_M
+    g = tl.program_id(1).to(tl.int64)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    q = _load_tile(Q + g * n * D, start_m, n, BLOCK_M, D, D, False)  # (BLOCK_M, D)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
+    lo = (tl.maximum(start_m - window, 0) // BLOCK_N) * BLOCK_N  # key blocks before every window: skipped
+    hi = tl.minimum(n, start_m + BLOCK_M)  # key blocks after the last query: skipped
+    for start_n in range(lo, hi, BLOCK_N):
+        acc, l_i, m_i = STEP(acc, l_i, m_i, q, K + g * n * D, V + g * n * D, start_n, offs_m, n, qk_scale, window,
+                             D, BLOCK_N)
+    # Rows past n may have seen no key at all (l = 0); they are not stored, but must not divide by 0.
+    _store_tile(O + g * n * D, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], start_m, n, BLOCK_M, D, D)

@@ -16,7 +16,8 @@ def tile_step(m, l, acc, s, v):
 
 
 def _window_cell(body: str, after: str = "") -> str:
-    """Exercise 11.8's answer cell (the @triton.jit step only: the kernel and launcher are in the check cell)
+    """Exercise 11.8's answer cell (the @triton.jit step only: the kernel is the chapter's, the launcher is in
+    the check cell)
     with ``body`` as the step, and ``after`` appended to the cell."""
     (path,) = sorted((ROOT / "solutions").glob("11_*.ipynb"))
     cell = next(c for c in nbformat.read(path, as_version=4).cells
@@ -232,6 +233,26 @@ def scores_grad(p, d_out, v, out):
     keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window) & (offs_n[None, :] < (n // BLOCK_N) * BLOCK_N)
     s = tl.where(keep, s, float("-inf"))
 """ + WINDOW_UPDATE), visible="N = 37"),
+        # Red team (issue 25, 11-8): both ran under the interpreter and passed every numerical case.
+        Wrong("the weights computed with NumPy inside @triton.jit (the interpreter's tiles are arrays)",
+              _window_cell(WINDOW_LOADS + f"""
+    import numpy as np
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE.replace("p = tl.exp2(", "p = np.exp2(")), visible="cannot compile it for a GPU"),
+        Wrong("unmasked loads past the last row, their NaNs cleaned away afterwards", _window_cell("""
+    rows = start_n + tl.arange(0, BLOCK_N)
+    cols = tl.arange(0, D)
+    k = tl.load(k_base + rows[:, None] * D + cols[None, :])
+    v = tl.load(v_base + rows[:, None] * D + cols[None, :])
+    k = tl.where(k == k, k, 0.0)
+    v = tl.where(v == v, v, 0.0)
+    s = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+""" + f"""
+    keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window) & (offs_n[None, :] < n)
+    s = tl.where(keep, s, float("-inf"))
+""" + WINDOW_UPDATE), visible="has no mask"),
     ],
 }
 
