@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -328,6 +329,55 @@ def test_collect_never_writes_into_a_home_and_replaces_a_previous_collection(col
     again = _collect([p], out)
     assert again.returncode == 0 and f"nothing to hand in (1 of 1): {p.pw_name}" in again.stdout
     assert not (out / p.pw_name).exists()
+
+
+def test_collect_refuses_a_submissions_folder_a_student_can_change(collect_users, tmp_path):
+    """A student who owns --out, or can write to it or to a folder above it, could swap other students'
+    collected folders (rename in a folder they can write) or add one the grader would grade."""
+    p, q = collect_users["p"], collect_users["q"]
+    chapter = ROOT / "chapters" / "02_queries_keys_values.ipynb"
+    work = Path(q.pw_dir) / "my-work"
+    work.mkdir()
+    _as(q, work)
+    shutil.copy(chapter, work / chapter.name)
+    _as(q, work / chapter.name)
+    # p made the folder first (say in /tmp, before the instructor's run), with a folder of their own in it
+    planted = tmp_path / "made-by-a-student"
+    planted.mkdir()
+    os.chmod(planted, 0o777)
+    (planted / "zz_fake").mkdir()
+    for path in (planted, planted / "zz_fake"):
+        _as(p, path)
+    # p owns a folder above a root-owned --out; root's folder that anyone can write
+    above = tmp_path / "students-folder"
+    above.mkdir()
+    _as(p, above)
+    (above / "submissions").mkdir()
+    open_to_all = tmp_path / "open-to-all"
+    open_to_all.mkdir()
+    os.chmod(open_to_all, 0o777)
+    for out, why in ((planted, "belongs to user id"), (above / "submissions", "belongs to user id"),
+                     (open_to_all, "can be written by other users")):
+        result = _collect([p, q], out)
+        assert result.returncode == 2 and why in result.stderr, (out, result.returncode, result.stderr)
+        assert not (out / q.pw_name).exists()
+    # Below a sticky world-writable folder (/tmp's mode) it is made, not writable by others; a folder that was
+    # already there and is not collected now is named, since the grader would grade it.
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    out = sticky / "new" / "submissions"
+    old_umask = os.umask(0o002)
+    try:
+        assert _collect([q], out).returncode == 0
+    finally:
+        os.umask(old_umask)
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o755 for f in (out, out.parent))
+    (out / "zz_fake").mkdir()
+    again = _collect([q], out)
+    assert again.returncode == 0, again.stderr
+    assert "WARNING" in again.stdout and "not collected now" in again.stdout and "zz_fake" in again.stdout
+    assert [x.name for x in (out / q.pw_name).iterdir()] == [chapter.name]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ What it copies, and how it reads, so that a student cannot make it copy somethin
 * It never writes into a user's home: it opens their files read-only, refuses an ``--out`` inside a
   collected user's home, and writes each user's folder in ``--out`` as a whole (a new folder renamed
   into place), so a re-run replaces the previous collection of that user.
+* No student can change the submissions folder: ``--out`` and the folders above it must belong to root
+  (or the collector) and not be writable by others (``check_out``), and folders in ``--out`` that were
+  not collected in this run are named in a warning (the grader would grade them).
 """
 
 from __future__ import annotations
@@ -258,6 +261,40 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
+def check_out(out: Path) -> None:
+    """Refuse an ``--out`` that someone other than the collector (or root) could change.
+
+    A student who owns the submissions folder, or can write to it or to a folder above it, could
+    rename other students' folders into each other (swapping their work) or add a folder the grader
+    would grade; a folder in a world-writable ``/tmp`` made by a student before the instructor's run
+    is such a folder. The folder and every folder above it that exists must belong to root or to the
+    collector; none may be writable by group or others, except a folder above it with the sticky bit
+    (``/tmp``: there nobody can rename what another user made).
+    """
+    me = os.geteuid()
+    for folder in [out, *out.parents]:
+        try:
+            info = os.lstat(folder)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            raise CollectError(f"--out: {folder} is not a folder")
+        if info.st_uid not in (0, me):
+            raise CollectError(f"--out: {folder} belongs to user id {info.st_uid}, who could change what is "
+                               "collected there: choose a folder of your own (e.g. under /root or /srv)")
+        sticky_above = folder != out and info.st_mode & stat.S_ISVTX
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_above:
+            raise CollectError(f"--out: {folder} can be written by other users (mode {stat.S_IMODE(info.st_mode):o}), "
+                               "who could change what is collected there: `chmod go-w` it or choose another folder")
+
+
+def others_in(out: Path, users: list[str]) -> list[str]:
+    """Folders in ``out`` that are not of the users just collected (the grader grades every folder there)."""
+    if not out.is_dir():
+        return []
+    return sorted(_shown(e.name) for e in out.iterdir() if not e.name.startswith(".") and e.name not in users)
+
+
 def collect(users: list[str], out: Path, chapters: list[str] | None = None,
             max_bytes: int = MAX_NOTEBOOK_BYTES) -> list[UserResult]:
     chapters = chapters or chapter_names()
@@ -274,7 +311,11 @@ def collect(users: list[str], out: Path, chapters: list[str] | None = None,
         home = Path(os.path.realpath(account.pw_dir))
         if _inside(out, home):
             raise CollectError(f"--out {out} is inside {account.pw_name}'s home {home}: collect never writes there")
-    out.mkdir(parents=True, exist_ok=True)
+    check_out(out)
+    for folder in reversed([out, *out.parents]):
+        if not folder.exists():
+            folder.mkdir(mode=0o755)
+            os.chmod(folder, 0o755)  # whatever the umask: check_out would refuse a group-writable folder next time
     results = []
     for account in accounts:
         results.append(_collect_user(account, out, chapters, max_bytes))
@@ -409,6 +450,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report(results))
+    others = others_in(Path(os.path.realpath(args.out)), [r.user for r in results])
+    if others:
+        print(f"WARNING: {args.out} also holds {len(others)} folder(s) not collected now, which the grader grades "
+              "too: " + ", ".join(others))
     print(f"wrote {args.out}/<user>/<NN_name>.ipynb; grade with: .venv/bin/python -m coursetools.grading {args.out} "
           "--out grades/ --jobs 2")
     return 0
