@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -328,6 +329,123 @@ def test_collect_never_writes_into_a_home_and_replaces_a_previous_collection(col
     again = _collect([p], out)
     assert again.returncode == 0 and f"nothing to hand in (1 of 1): {p.pw_name}" in again.stdout
     assert not (out / p.pw_name).exists()
+
+
+def test_collect_refuses_a_submissions_folder_a_student_can_change(collect_users, tmp_path):
+    """A student who owns --out, or can write to it or to a folder above it, could swap other students'
+    collected folders (rename in a folder they can write) or add one the grader would grade."""
+    p, q = collect_users["p"], collect_users["q"]
+    chapter = ROOT / "chapters" / "02_queries_keys_values.ipynb"
+    work = Path(q.pw_dir) / "my-work"
+    work.mkdir()
+    _as(q, work)
+    shutil.copy(chapter, work / chapter.name)
+    _as(q, work / chapter.name)
+    # p made the folder first (say in /tmp, before the instructor's run), with a folder of their own in it
+    planted = tmp_path / "made-by-a-student"
+    planted.mkdir()
+    os.chmod(planted, 0o777)
+    (planted / "zz_fake").mkdir()
+    for path in (planted, planted / "zz_fake"):
+        _as(p, path)
+    # p owns a folder above a root-owned --out; root's folder that anyone can write
+    above = tmp_path / "students-folder"
+    above.mkdir()
+    _as(p, above)
+    (above / "submissions").mkdir()
+    open_to_all = tmp_path / "open-to-all"
+    open_to_all.mkdir()
+    os.chmod(open_to_all, 0o777)
+    for out, why in ((planted, "belongs to user id"), (above / "submissions", "belongs to user id"),
+                     (open_to_all, "can be written by other users")):
+        result = _collect([p, q], out)
+        assert result.returncode == 2 and why in result.stderr, (out, result.returncode, result.stderr)
+        assert not (out / q.pw_name).exists()
+    # The instructor who ran `sudo` may own a folder above it (their home), not a student
+    r = collect_users["r"]
+    mine = tmp_path / "instructors-home"
+    mine.mkdir()
+    _as(r, mine)
+    as_sudo = subprocess.run([sys.executable, "-m", "coursetools.hub", "collect", "--users", q.pw_name,
+                              "--out", str(mine / "submissions")], cwd=ROOT, capture_output=True, text=True,
+                             timeout=300, env=dict(os.environ, SUDO_UID=str(r.pw_uid)))
+    assert as_sudo.returncode == 0, as_sudo.stderr
+    assert [x.name for x in (mine / "submissions" / q.pw_name).iterdir()] == [chapter.name]
+    # Below a sticky world-writable folder (/tmp's mode) it is made, not writable by others; a folder that was
+    # already there and is not collected now is named, since the grader would grade it.
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    out = sticky / "new" / "submissions"
+    old_umask = os.umask(0o002)
+    try:
+        assert _collect([q], out).returncode == 0
+    finally:
+        os.umask(old_umask)
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o755 for f in (out, out.parent))
+    (out / "zz_fake").mkdir()
+    again = _collect([q], out)
+    assert again.returncode == 0, again.stderr
+    assert "WARNING" in again.stdout and "not collected now" in again.stdout and "zz_fake" in again.stdout
+    assert [x.name for x in (out / q.pw_name).iterdir()] == [chapter.name]
+
+
+STOPPER = """
+import os, signal, sys, time
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():  # this script's command line names coursetools.hub too
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if b"coursetools.hub" not in handle.read():
+                    continue
+            os.kill(int(pid), signal.SIGSTOP)  # allowed only for a process with this user's ids: the reader
+        except OSError:
+            continue
+        print("stopped", pid, flush=True)
+        sys.exit(0)
+sys.exit(1)
+"""
+
+
+def test_collect_goes_on_when_a_student_stops_their_reader(collect_users, tmp_path):
+    """The reader of a home runs with the student's user id, so the student's own processes can SIGSTOP it:
+    collect then waited for ever, for the whole class. It now stops that reader after --reader-timeout."""
+    p, q = collect_users["p"], collect_users["q"]
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
+        pytest.skip("no /usr/bin/python3 to run the student's process with")
+    chapter = ROOT / "chapters" / "02_queries_keys_values.ipynb"
+    for account in (p, q):
+        work = Path(account.pw_dir) / "my-work"
+        work.mkdir()
+        _as(account, work)
+    shutil.copy(chapter, Path(q.pw_dir) / "my-work" / chapter.name)
+    _as(q, Path(q.pw_dir) / "my-work" / chapter.name)
+    for i in range(1, 11):  # p's reader has 400 MB to send: long enough to be caught
+        big = Path(p.pw_dir) / "my-work" / f"{chapter.stem} ({i}).ipynb"
+        with open(big, "wb") as handle:
+            handle.truncate(40 << 20)
+        _as(p, big)
+    student = subprocess.Popen([python, "-c", STOPPER], user=p.pw_uid, group=p.pw_gid, extra_groups=[],
+                               cwd="/", stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        out = tmp_path / "submissions"
+        result = _collect([p, q], out, "--reader-timeout", "5")
+        said, _ = student.communicate(timeout=130)
+    finally:
+        if student.poll() is None:
+            student.kill()
+            student.wait()
+    assert said.startswith("stopped"), said
+    assert result.returncode == 0, result.stderr
+    assert f"{q.pw_name}: collected 1: {chapter.name}" in result.stdout, result.stdout
+    assert f"{p.pw_name} (the reader sent nothing for 5 s and was stopped" in result.stdout, result.stdout
+    assert not (out / p.pw_name).exists()
+    assert not processes_of({p.pw_uid}), "the stopped reader was left behind"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,9 +21,15 @@ What it copies, and how it reads, so that a student cannot make it copy somethin
   (a symbolic link, to ``/etc/shadow`` or anywhere, is refused), files ``O_NONBLOCK`` (a named pipe
   cannot stall it), then checked with ``fstat``: a regular file, owned by the user, with a single hard
   link, no larger than ``--max-notebook-mb`` (50, as the grader); at most that many bytes are read.
+  The reader runs with the student's user id, so the student's processes may signal it (SIGSTOP): a
+  reader that sends nothing for ``--reader-timeout`` seconds is killed and that student reported as
+  having nothing to hand in, and the others are collected.
 * It never writes into a user's home: it opens their files read-only, refuses an ``--out`` inside a
   collected user's home, and writes each user's folder in ``--out`` as a whole (a new folder renamed
   into place), so a re-run replaces the previous collection of that user.
+* No student can change the submissions folder: ``--out`` and the folders above it must belong to root
+  (or the collector) and not be writable by others (``check_out``), and folders in ``--out`` that were
+  not collected in this run are named in a warning (the grader would grade them).
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ import json
 import os
 import pwd
 import re
+import select
 import shutil
+import signal
 import stat
 import struct
 import sys
@@ -45,6 +53,7 @@ from coursetools import notebooks
 MAX_NOTEBOOK_BYTES = 50 << 20
 COPY_SUFFIX = re.compile(r" \(\d+\)$")  # as coursetools.grading.grade: "03_x (1).ipynb"
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]*$", re.IGNORECASE)
+READER_TIMEOUT_S = 120.0  # seconds without a byte from a student's reader (a loaded machine is slow, never this slow)
 MAX_COPIES = 10  # files that could be one chapter's notebook, per user
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -173,11 +182,15 @@ def _frame(fd: int, header: dict, data: bytes | None = None) -> None:
         _write_all(fd, data)
 
 
-def _frames(fd: int, cap: int):
-    """Yield (header, data) frames from the reader until its final frame."""
+def _frames(fd: int, cap: int, timeout: float = READER_TIMEOUT_S):
+    """Yield (header, data) frames from the reader until its final frame; CollectError when the reader sends
+    nothing for ``timeout`` seconds (the student's own processes can stop it: it runs with their user id)."""
     def exactly(n: int) -> bytes:
         out = bytearray()
         while len(out) < n:
+            if not select.select([fd], [], [], timeout)[0]:
+                raise CollectError(f"the reader sent nothing for {timeout:g} s and was stopped (a process of "
+                                   "the student's may have stopped it, or a file would not be read)")
             chunk = os.read(fd, min(1 << 20, n - len(out)))
             if not chunk:
                 raise CollectError("the reader stopped early")
@@ -197,7 +210,8 @@ def _frames(fd: int, cap: int):
             return
 
 
-def read_as_user(account: pwd.struct_passwd, chapters: list[str], cap: int, receive) -> None:
+def read_as_user(account: pwd.struct_passwd, chapters: list[str], cap: int, receive,
+                 timeout: float = READER_TIMEOUT_S) -> None:
     """read_my_work with ``receive(entry, data)``, in a child that switched to the user's ids first
     (when run as root), so that it reads only what the user could read."""
     if os.geteuid() != 0:
@@ -229,14 +243,21 @@ def read_as_user(account: pwd.struct_passwd, chapters: list[str], cap: int, rece
             os._exit(code)
     os.close(write_end)
     error = None
+    finished = False
     try:
-        for header, data in _frames(read_end, cap):
+        for header, data in _frames(read_end, cap, timeout):
             if header.get("final"):
                 error = header.get("error")
             else:
                 receive(header, data)
+        finished = True
     finally:
         os.close(read_end)
+        if not finished:  # a stopped or stalled reader would never be reaped
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         _, status = os.waitpid(pid, 0)
     if error == "missing":
         raise FileNotFoundError("no ~/my-work folder")
@@ -258,8 +279,44 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
+def check_out(out: Path) -> None:
+    """Refuse an ``--out`` that someone other than the collector (or root) could change.
+
+    A student who owns the submissions folder, or can write to it or to a folder above it, could
+    rename other students' folders into each other (swapping their work) or add a folder the grader
+    would grade; a folder in a world-writable ``/tmp`` made by a student before the instructor's run
+    is such a folder. The folder and every folder above it that exists must belong to root, to the
+    collector or to the user who ran ``sudo`` (the instructor's own home is fine); none may be writable by group or others, except a folder above it with the sticky bit
+    (``/tmp``: there nobody can rename what another user made).
+    """
+    trusted = {0, os.geteuid()}
+    if os.environ.get("SUDO_UID", "").isdigit():  # the instructor who ran `sudo ... collect`
+        trusted.add(int(os.environ["SUDO_UID"]))
+    for folder in [out, *out.parents]:
+        try:
+            info = os.lstat(folder)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            raise CollectError(f"--out: {folder} is not a folder")
+        if info.st_uid not in trusted:
+            raise CollectError(f"--out: {folder} belongs to user id {info.st_uid}, who could change what is "
+                               "collected there: choose a folder of your own (e.g. under /root or /srv)")
+        sticky_above = folder != out and info.st_mode & stat.S_ISVTX
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_above:
+            raise CollectError(f"--out: {folder} can be written by other users (mode {stat.S_IMODE(info.st_mode):o}), "
+                               "who could change what is collected there: `chmod go-w` it or choose another folder")
+
+
+def others_in(out: Path, users: list[str]) -> list[str]:
+    """Folders in ``out`` that are not of the users just collected (the grader grades every folder there)."""
+    if not out.is_dir():
+        return []
+    return sorted(_shown(e.name) for e in out.iterdir() if not e.name.startswith(".") and e.name not in users)
+
+
 def collect(users: list[str], out: Path, chapters: list[str] | None = None,
-            max_bytes: int = MAX_NOTEBOOK_BYTES) -> list[UserResult]:
+            max_bytes: int = MAX_NOTEBOOK_BYTES, timeout: float = READER_TIMEOUT_S) -> list[UserResult]:
     chapters = chapters or chapter_names()
     accounts = []
     for user in users:
@@ -274,14 +331,19 @@ def collect(users: list[str], out: Path, chapters: list[str] | None = None,
         home = Path(os.path.realpath(account.pw_dir))
         if _inside(out, home):
             raise CollectError(f"--out {out} is inside {account.pw_name}'s home {home}: collect never writes there")
-    out.mkdir(parents=True, exist_ok=True)
+    check_out(out)
+    for folder in reversed([out, *out.parents]):
+        if not folder.exists():
+            folder.mkdir(mode=0o755)
+            os.chmod(folder, 0o755)  # whatever the umask: check_out would refuse a group-writable folder next time
     results = []
     for account in accounts:
-        results.append(_collect_user(account, out, chapters, max_bytes))
+        results.append(_collect_user(account, out, chapters, max_bytes, timeout))
     return results
 
 
-def _collect_user(account: pwd.struct_passwd, out: Path, chapters: list[str], max_bytes: int) -> UserResult:
+def _collect_user(account: pwd.struct_passwd, out: Path, chapters: list[str], max_bytes: int,
+                  timeout: float = READER_TIMEOUT_S) -> UserResult:
     result = UserResult(account.pw_name)
     new = out / f".{account.pw_name}.new-{os.getpid()}"
     shutil.rmtree(new, ignore_errors=True)
@@ -303,7 +365,7 @@ def _collect_user(account: pwd.struct_passwd, out: Path, chapters: list[str], ma
 
     try:
         try:
-            read_as_user(account, chapters, max_bytes, receive)
+            read_as_user(account, chapters, max_bytes, receive, timeout)
         except FileNotFoundError:
             result.nothing = "no ~/my-work folder"
         except CollectError as exc:
@@ -398,17 +460,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="collect only these chapters (e.g. --chapters 02 03); default: every chapter")
     parser.add_argument("--max-notebook-mb", type=float, default=MAX_NOTEBOOK_BYTES / 2**20,
                         help="larger files are not collected (default 50, the grader's limit)")
+    parser.add_argument("--reader-timeout", type=float, default=READER_TIMEOUT_S, metavar="S",
+                        help="a student's reader that sends nothing for this long is stopped and the student "
+                             f"reported as having nothing (default {READER_TIMEOUT_S:g})")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         users = read_users(args.users, args.users_file)
         results = collect(users, args.out, chapters=select_chapters(args.chapters),
-                          max_bytes=int(args.max_notebook_mb * 2**20))
+                          max_bytes=int(args.max_notebook_mb * 2**20), timeout=args.reader_timeout)
     except CollectError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report(results))
+    others = others_in(Path(os.path.realpath(args.out)), [r.user for r in results])
+    if others:
+        print(f"WARNING: {args.out} also holds {len(others)} folder(s) not collected now, which the grader grades "
+              "too: " + ", ".join(others))
     print(f"wrote {args.out}/<user>/<NN_name>.ipynb; grade with: .venv/bin/python -m coursetools.grading {args.out} "
           "--out grades/ --jobs 2")
     return 0
