@@ -263,6 +263,19 @@ def flash_correctness(autotune: bool = False) -> list[dict]:
     return rows
 
 
+def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> str:
+    """The kernel PyTorch's dispatcher picks for F.scaled_dot_product_attention on these inputs
+    (FLASH_ATTENTION, EFFICIENT_ATTENTION, CUDNN_ATTENTION or MATH), so that a recorded SDPA time names the
+    kernel that produced it. Uses torch._fused_sdp_choice, a private function: "unknown" where it is missing."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        choice = torch._fused_sdp_choice(q, k, v, None, 0.0, is_causal)
+    except (AttributeError, RuntimeError):
+        return "unknown"
+    return choice.name if isinstance(choice, SDPBackend) else SDPBackend(int(choice)).name
+
+
 def flash_targets(lengths: tuple[int, ...], repeats: int) -> list[dict]:
     """bfloat16, causal, B = 4, H = 8, d = 64: the Triton kernel (autotuned) against SDPA, forward alone and
     forward + backward, interleaved; peak memory of a training step; TFLOP/s; issue 15's targets."""
@@ -273,7 +286,8 @@ def flash_targets(lengths: tuple[int, ...], repeats: int) -> list[dict]:
         leaves = [torch.randn(4, 8, n, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3)]
         ours = lambda a, b, c: fa.flash_attention(a, b, c, is_causal=True, autotune=True)  # noqa: E731
         sdpa = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True)  # noqa: E731
-        row: dict = {"n": n, "dtype": "torch.bfloat16", "causal": True, "batch": 4, "heads": 8, "d": 64}
+        row: dict = {"n": n, "dtype": "torch.bfloat16", "causal": True, "batch": 4, "heads": 8, "d": 64,
+                     "sdpa_backend": sdpa_backend(*leaves, is_causal=True)}
         try:
             with torch.no_grad():
                 error = (ours(*leaves).float() - sdpa(*leaves).float()).abs().max().item()

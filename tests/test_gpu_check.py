@@ -89,3 +89,14 @@ def test_notebook_rows_are_recorded_as_each_notebook_finishes(tmp_path, monkeypa
     # After the first notebook the file already holds its row, beside the earlier run's row.
     assert seen_in_file[0] == ["chapters/01_ok.ipynb", "solutions/01_ok.ipynb"]
     assert seen_in_file[1] == ["chapters/01_ok.ipynb", "solutions/01_ok.ipynb", "solutions/02_fails.ipynb"]
+
+
+def test_a_recorded_sdpa_time_names_its_kernel():
+    """Issue 25 (11-9): the recorded SDPA times did not say which kernel produced them. The GPU check records
+    the dispatcher's choice; on the CPU the same function names a CPU kernel, and a mask rules flash out."""
+    q = torch.randn(1, 2, 8, 16)
+    assert gpu_check.sdpa_backend(q, q, q, is_causal=True) in {"FLASH_ATTENTION", "MATH"}
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.MATH]):
+        assert gpu_check.sdpa_backend(q, q, q, is_causal=True) == "MATH"
