@@ -1,6 +1,8 @@
 """Chapter 01's stochastic claims on the claim seeds 0-9 (CLAIM_SEEDS): the same functions and assertions as
 the notebook (seed 0)."""
 
+import functools
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from utils.rnn import bptt_regimes, long_range_recall
 pytestmark = pytest.mark.claims
 
 
+@functools.cache
 def recall_accuracies(seed: int) -> dict[str, float]:
     """The chapter's spread figure: every model's final test accuracy on the first-token task."""
     torch.set_num_threads(1)
@@ -33,6 +36,13 @@ def test_bptt_regimes(seed):
 def test_long_range_recall(seed):
     final = recall_accuracies(seed)
     assert final["RNN, N=8"] > 0.95 and final["LSTM, N=8"] > 0.95, "short range: recurrent models learn it"
-    assert final["attention, N=64"] > 0.95, "attention solves the long-range task"
+    # On every seed attention is far above the recurrent models; "solved" (> 0.95) is asserted on most seeds
+    # below: an independent run found a further seed (11) at 0.895 after the 200 steps, still learning.
+    assert final["attention, N=64"] > 0.8, "attention learns the long-range task"
     assert final["RNN, N=64"] < 0.25 and final["LSTM, N=64"] < 0.25, "the recurrent models stay near chance"
     assert final["LSTM, forget bias 5, N=64"] > 0.5, "open forget gates let the LSTM learn it (far above chance)"
+
+
+def test_attention_solves_the_long_range_task_on_most_seeds():
+    solved = [seed for seed in CLAIM_SEEDS if recall_accuracies(seed)["attention, N=64"] > 0.95]
+    assert len(solved) >= 8, f"attention above 0.95 on {len(solved)} of {len(CLAIM_SEEDS)} seeds: {solved}"

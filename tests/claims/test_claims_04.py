@@ -54,20 +54,30 @@ def _head_split(seed: int) -> dict[str, float]:
 RECORD = {"04_head_split": _head_split}
 
 
+def _two_heads_quick_and_one_slower(r: dict) -> bool:
+    """Equal budget: two heads solve both relations quickly; one head, after as many steps, has not, and needs
+    clearly longer (not solved within the budget counts as the budget: a lower bound)."""
+    return (r["two_heads_solved"] == 1.0 and r["steps_two"] <= 1500 and r["one_head_prev_at_two_head_steps"] < 0.3
+            and r["ratio"] >= 1.25)
+
+
 @pytest.mark.parametrize("seed", CLAIM_SEEDS)
-def test_two_heads_split_the_relations_and_one_head_is_slower(seed: int) -> None:
+def test_two_heads_split_the_relations(seed: int) -> None:
     r = _head_split(seed)
     print(f"seed {seed}: {r}")
-    # Equal budget: two heads solve both relations quickly; one head, after as many steps, has not.
-    assert r["two_heads_solved"] == 1.0 and r["steps_two"] <= 1500, r
-    assert r["one_head_prev_at_two_head_steps"] < 0.3, r
-    # One head needs clearly longer (not solved within the budget counts as the budget: a lower bound).
-    assert r["ratio"] >= 1.25, r
     if r["one_head_solved"]:  # possible: with one blended distribution
         assert 0.3 < r["one_on_match"] < 0.8 and r["one_reads_previous"] == 1.0, r
-    # The split: one matching head, and another head that reads the previous token.
+    # The split: one matching head, and another head that reads the previous token (on every seed, also
+    # where two heads have not yet reached the "solved" accuracy).
     assert r["two_match_head_on_match"] > 0.8 and r["two_other_head_on_match"] < 0.2, r
     assert r["two_other_reads_previous"] == 1.0, r
+
+
+def test_two_heads_are_quick_and_one_head_is_slower_on_most_seeds() -> None:
+    # Most seeds, not every seed: an independent run found a further seed (13) on which the two-head model
+    # split the relations but stalled at 0.90 previous-token accuracy, and one head solved the task first.
+    quick = [seed for seed in CLAIM_SEEDS if _two_heads_quick_and_one_slower(_head_split(seed))]
+    assert len(quick) >= 8, f"two heads quick, one head slower on {len(quick)} of {len(CLAIM_SEEDS)} seeds: {quick}"
 
 
 def test_one_head_solves_the_task_on_most_seeds() -> None:
