@@ -589,12 +589,18 @@ def _ours(proc: psutil.Process) -> bool:
         return False
 
 
+# The command lines of the processes the adversarial submissions start. Whole markers, not the bare numbers:
+# a process of another test whose command line held "4244" (a JupyterLab started by a README test) was once
+# reported as a leftover.
+_LEFTOVER_MARKERS = ("time.sleep(4242)", "sleep 4243", "fork-hopper-4244", "write('4242')")
+
+
 def _leftover_processes() -> list[str]:
     found = []
     for proc in psutil.process_iter(["cmdline", "uids"]):
         cmd = " ".join(proc.info["cmdline"] or [])
         uid = proc.info["uids"].real if proc.info["uids"] else -1
-        if "4242" in cmd or "4243" in cmd or "4244" in cmd or (uid in sandbox.UID_RANGE and _ours(proc)):
+        if any(marker in cmd for marker in _LEFTOVER_MARKERS) or (uid in sandbox.UID_RANGE and _ours(proc)):
             found.append(f"{proc.pid} uid={uid} {cmd[:80]}")
     return found
 
