@@ -240,6 +240,17 @@ def _as(account, path: Path) -> None:
     os.lchown(path, account.pw_uid, account.pw_gid)
 
 
+def _my_work(account, files: dict[str, Path] | None = None) -> Path:
+    """``account``'s ~/my-work, owned by them, holding copies of ``files`` (name -> source), owned by them too."""
+    work = Path(account.pw_dir) / "my-work"
+    work.mkdir()
+    _as(account, work)
+    for name, source in (files or {}).items():
+        shutil.copy(source, work / name)
+        _as(account, work / name)
+    return work
+
+
 def _collect(users, out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "coursetools.hub", "collect", "--users",
                            ",".join(a.pw_name for a in users), "--out", str(out), *extra],
@@ -251,11 +262,7 @@ def test_collect_refuses_links_fifos_big_and_foreign_files(collect_users, tmp_pa
     chapter = (ROOT / "chapters" / "02_queries_keys_values.ipynb")
     other = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
     # p: a good notebook, a symlink to /etc/shadow named as a chapter, a FIFO, an oversized notebook.
-    work = Path(p.pw_dir) / "my-work"
-    work.mkdir()
-    _as(p, work)
-    shutil.copy(chapter, work / chapter.name)
-    _as(p, work / chapter.name)
+    work = _my_work(p, {chapter.name: chapter})
     (work / other[2].name).symlink_to("/etc/shadow")
     _as(p, work / other[2].name)
     os.mkfifo(work / other[3].name)
@@ -277,12 +284,8 @@ def test_collect_refuses_links_fifos_big_and_foreign_files(collect_users, tmp_pa
     secret.mkdir(mode=0o700)
     shutil.copy(chapter, secret / chapter.name)
     (Path(q.pw_dir) / "my-work").symlink_to(secret)
-    s_work = Path(s.pw_dir) / "my-work"
-    s_work.mkdir()
-    _as(s, s_work)
     copy_name = chapter.stem.upper() + " (1).ipynb"
-    shutil.copy(chapter, s_work / copy_name)
-    _as(s, s_work / copy_name)
+    _my_work(s, {copy_name: chapter})
 
     out = tmp_path / "submissions"
     before = {a.pw_name: sorted(os.walk(a.pw_dir)) for a in (p, q, r, s)}
@@ -314,11 +317,7 @@ def test_collect_refuses_links_fifos_big_and_foreign_files(collect_users, tmp_pa
 def test_collect_never_writes_into_a_home_and_replaces_a_previous_collection(collect_users, tmp_path):
     p = collect_users["p"]
     chapter = ROOT / "chapters" / "02_queries_keys_values.ipynb"
-    work = Path(p.pw_dir) / "my-work"
-    work.mkdir()
-    _as(p, work)
-    shutil.copy(chapter, work / chapter.name)
-    _as(p, work / chapter.name)
+    work = _my_work(p, {chapter.name: chapter})
     inside = _collect([p], Path(p.pw_dir) / "submissions")
     assert inside.returncode == 2 and "inside" in inside.stderr and "never writes there" in inside.stderr
     assert not (Path(p.pw_dir) / "submissions").exists()
@@ -336,11 +335,7 @@ def test_collect_refuses_a_submissions_folder_a_student_can_change(collect_users
     collected folders (rename in a folder they can write) or add one the grader would grade."""
     p, q = collect_users["p"], collect_users["q"]
     chapter = ROOT / "chapters" / "02_queries_keys_values.ipynb"
-    work = Path(q.pw_dir) / "my-work"
-    work.mkdir()
-    _as(q, work)
-    shutil.copy(chapter, work / chapter.name)
-    _as(q, work / chapter.name)
+    _my_work(q, {chapter.name: chapter})
     # p made the folder first (say in /tmp, before the instructor's run), with a folder of their own in it
     planted = tmp_path / "made-by-a-student"
     planted.mkdir()
@@ -418,12 +413,8 @@ def test_collect_goes_on_when_a_student_stops_their_reader(collect_users, tmp_pa
     if not os.access(python, os.X_OK):
         pytest.skip("no /usr/bin/python3 to run the student's process with")
     chapter = ROOT / "chapters" / "02_queries_keys_values.ipynb"
-    for account in (p, q):
-        work = Path(account.pw_dir) / "my-work"
-        work.mkdir()
-        _as(account, work)
-    shutil.copy(chapter, Path(q.pw_dir) / "my-work" / chapter.name)
-    _as(q, Path(q.pw_dir) / "my-work" / chapter.name)
+    _my_work(p)
+    _my_work(q, {chapter.name: chapter})
     for i in range(1, 11):  # p's reader has 400 MB to send: long enough to be caught
         big = Path(p.pw_dir) / "my-work" / f"{chapter.stem} ({i}).ipynb"
         with open(big, "wb") as handle:
