@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from coursetools import claims as ledger_tool
 from utils.evidence import CLAIM_SEEDS
@@ -140,3 +141,18 @@ def test_the_readmes_ledger_command_writes_claims_md():
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert ledger_tool.LEDGER_PATH.read_text() == before == ledger_tool.ledger_markdown()
+
+
+def test_only_records_the_named_results_and_they_reproduce_the_stored_ones(tmp_path, capsys):
+    """``--only`` (how the results missing from the ledger were recorded): chapter 9's agreement, re-run on
+    seeds 0-9 (a fraction of a second), equals the stored file; an unknown name fails and says so."""
+    threads = torch.get_num_threads()
+    try:
+        assert ledger_tool.main(["09", "--only", "09_scratch_agreement", "--out", str(tmp_path)]) == 0
+    finally:
+        torch.set_num_threads(threads)  # the command runs on one thread, as the claims suite does
+    assert [p.name for p in tmp_path.iterdir()] == ["09_scratch_agreement.json"]
+    stored = ledger_tool.OUT_DIR / "09_scratch_agreement.json"
+    assert (tmp_path / "09_scratch_agreement.json").read_text() == stored.read_text()
+    assert ledger_tool.main(["09", "--only", "09_no_such_result", "--out", str(tmp_path)]) == 1
+    assert "no claims module records ['09_no_such_result']" in capsys.readouterr().out
