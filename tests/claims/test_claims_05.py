@@ -13,6 +13,7 @@ from functools import cache
 import pytest
 import torch
 
+from coursetools.claims import Claim
 from utils.device import get_device
 from utils.evidence import CLAIM_SEEDS
 from utils.positional import ENCODINGS, extrapolation_experiment
@@ -52,3 +53,27 @@ def test_extrapolation_claims(seed: int) -> None:
     assert r["alibi at 4L"] > r["alibi at L"] - 0.04, r  # ALiBi holds up
     assert r["rope + interpolation at 4L"] > r["rope at 4L"] + 0.15, r  # interpolation rescues RoPE
     assert r["rope + interpolation at 4L, t < L"] < r["rope at 4L, t < L"], r  # ... at a small cost at t < L
+
+
+# The claims ledger (python -m coursetools.claims --ledger writes claims.md; tests/test_claims_ledger.py checks it).
+def _extrapolation_holds(r: dict) -> bool:
+    return (min(r[f"{name} at L"] for name in ENCODINGS) >= 0.95 and r["learned has vectors past L"] == 0.0
+            and all(r[f"{name} at 4L"] < r[f"{name} at L"] - 0.15 and r[f"{name} at 4L, t < L"] >= 0.95
+                    and r[f"{name} at 4L, t >= L"] < r[f"{name} at 4L, t < L"] - 0.15 for name in ("sinusoidal", "rope"))
+            and r["alibi at 4L"] > r["alibi at L"] - 0.04 and r["rope + interpolation at 4L"] > r["rope at 4L"] + 0.15
+            and r["rope + interpolation at 4L, t < L"] < r["rope at 4L, t < L"])
+
+
+LEDGER = [
+    Claim("test_extrapolation_claims", "05_extrapolation",
+          "every scheme >= 0.95 at L; no learned vectors past L; sinusoidal and RoPE lose > 0.15 at 4L, only at "
+          "t >= L; ALiBi within 0.04; interpolation > RoPE + 0.15 at 4L, below it at t < L", _extrapolation_holds,
+          ("Trained at $L = 24$ and tested at $4L$ (each of 10 seeds): the learned table has no vectors, sinusoidal "
+           "and RoPE lose more than 0.15 accuracy (only at positions past $L$), ALiBi holds within 0.04, and position "
+           "interpolation rescues most of RoPE's loss at a small cost before $L$",), 10),
+    Claim("test_extrapolation_claims", "05_extrapolation",
+          "sinusoidal: accuracy at 4L below accuracy at L by > 0.15, and >= 0.95 at t < L",
+          lambda r: r["sinusoidal at 4L"] < r["sinusoidal at L"] - 0.15 and r["sinusoidal at 4L, t < L"] >= 0.95,
+          ("at $4L$ the sinusoidal model loses between 0.28 and 0.43 of its accuracy on each of the ten seeds, all of "
+           "it at the positions it never saw",), 10),
+]
