@@ -454,3 +454,106 @@ def test_choose_backend_needs_one_gpu_per_rank(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
     assert choose_backend(2) == "nccl" and choose_backend(4) == "gloo"
+
+
+# -- measured, not counted: bytes on gloo's sockets, storages, profiled peaks (issue 28) -------------------
+
+N_MEASURED = 65536  # float32 values per collective
+
+
+@pytest.fixture(scope="module")
+def measured_bytes():
+    from utils.distributed import measured_collective_bytes
+
+    return run_on_ranks(measured_collective_bytes, P, n=N_MEASURED, backend="gloo", timeout=FIXTURE_TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def memory():
+    return {p: run_on_ranks(dp.memory_worker, p, backend="gloo", timeout=FIXTURE_TIMEOUT) for p in (1, P)}
+
+
+@pytest.fixture(scope="module")
+def ring_memory():
+    return {p: run_on_ranks(ra.ring_memory_worker, p, length=256, backend="gloo", timeout=FIXTURE_TIMEOUT) for p in (1, P)}
+
+
+def test_gloo_broadcast_tree_sends_each_rank_the_data_once():
+    from utils.distributed import gloo_bytes
+
+    for p in range(1, 10):
+        sends = [gloo_bytes("broadcast", 1, p, rank, root=2 % p) for rank in range(p)]
+        assert sum(sends) == p - 1  # every rank but the root receives it exactly once
+        assert sends[2 % p] == (p - 1).bit_length()  # the root: ceil(log2 p) sends
+    assert [gloo_bytes("broadcast", 8, 4, r) for r in range(4)] == [16, 8, 0, 0]
+    assert gloo_bytes("reduce_scatter", 100, 4) == 2 * ring_bytes("reduce_scatter", 100, 4)
+    with pytest.raises(ValueError):
+        gloo_bytes("gather", 8, 4)
+
+
+def test_measured_bytes_match_gloo_s_algorithms_not_always_the_ring_s(measured_bytes):
+    from utils.distributed import COLLECTIVES, gloo_bytes
+
+    n_bytes = 4 * N_MEASURED
+    for rank, res in enumerate(measured_bytes):
+        for name in COLLECTIVES:
+            want = gloo_bytes(name, n_bytes, P, rank)
+            assert abs(res[name] - want) <= 0.02 * n_bytes, (name, rank, res[name], want)
+        # what tells gloo's algorithms from the ring formulas at p = 4: a reduce-scatter costs an all-reduce,
+        # and the broadcast's root sends twice (a tree), ranks 2 and 3 nothing
+        assert res["reduce_scatter"] > 1.5 * ring_bytes("reduce_scatter", n_bytes, P)
+    assert measured_bytes[0]["broadcast"] > 1.9 * n_bytes and measured_bytes[3]["broadcast"] < 0.02 * n_bytes
+
+
+def test_socket_bytes_written_sees_a_write(tmp_path):
+    from utils.distributed import socket_bytes_written
+
+    before = socket_bytes_written()
+    (tmp_path / "x").write_bytes(b"0" * 10_000)
+    assert socket_bytes_written() - before >= 10_000
+
+
+def test_allocation_profile_sees_an_allocation_and_its_free():
+    from utils.distributed import allocation_profile
+
+    def work():
+        a = torch.empty(1000, 1000)  # 4,000,000 bytes
+        b = torch.empty(500, 1000)
+        del a, b
+
+    got = allocation_profile(work)
+    assert got["largest"] == 4_000_000 and got["peak"] >= 6_000_000 and got["net"] == 0
+
+
+def test_fsdp_state_measured_is_one_pth_and_its_peak_within_six_layers_of_it(memory):
+    unsharded, ddp_1 = memory[1][0]["FSDP"], memory[1][0]["DDP"]
+    grads = ddp_1["parameters"]
+    for rank, run in enumerate(memory[P]):
+        ddp, fsdp = run["DDP"], run["FSDP"]
+        assert ddp["state"] == ddp_1["state"]
+        assert abs(fsdp["state"] * P / ddp["state"] - 1) <= 0.01, rank
+        assert fsdp["peak"] < unsharded["peak"] / 2  # falls: at p = 4 below half the unsharded peak
+        assert abs(fsdp["peak"] - unsharded["peak"] / P) <= 6 * fsdp["largest_layer"], rank
+        assert abs(ddp["sent"] - ring_bytes("all_reduce", grads, P)) <= 0.02 * grads
+        assert abs(fsdp["sent"] - 2 * ring_bytes("all_reduce", grads, P)) <= 0.02 * grads  # gloo: 2 all-gathers + 1 all-reduce
+
+
+def test_ring_attention_largest_allocation_is_one_score_block_and_its_peak_falls_as_1_over_p(ring_memory):
+    for p, ranks in ring_memory.items():
+        for r in ranks:
+            assert r["largest"] == 4 * 4 * (256 // p) ** 2
+            assert r["peak"] * p <= ring_memory[1][0]["peak"]
+
+
+def test_the_recorded_table_is_what_the_workers_measure(memory, ring_memory):
+    import json
+    from pathlib import Path
+
+    recorded = json.loads((Path(__file__).parents[1] / "benchmarks/results/distributed.json").read_text())["worlds"]
+    assert sorted(recorded, key=int) == ["1", "2", "4"]
+    for rows in recorded.values():
+        assert all(row["max_error"] < 1e-5 for row in rows.values())
+    for p in (1, P):
+        assert recorded[str(p)]["FSDP"]["state_bytes"] == max(r["FSDP"]["state"] for r in memory[p])
+        assert recorded[str(p)]["DDP (PyTorch)"]["state_bytes"] == max(r["DDP"]["state"] for r in memory[p])
+        assert recorded[str(p)]["ring attention (full, contiguous)"]["largest_allocation_bytes"] == ring_memory[p][0]["largest"]

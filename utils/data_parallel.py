@@ -176,6 +176,69 @@ def data_parallel_worker(rank: int, world_size: int, seed: int = 0, steps: int =
     return out
 
 
+MEMORY_WIDTHS = (64,) + (256,) * 8 + (64,)  # nine layers: the model's state, not one layer, should dominate
+
+
+def storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (a sharded tensor: its local shard's storage). Measured from
+    the memory the tensors really occupy, not from their shapes: views of one buffer count once, padding counts."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        t = t.to_local() if hasattr(t, "to_local") else t
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def memory_worker(rank: int, world_size: int, seed: int = 0, batch: int = 32,
+                  widths: tuple[int, ...] = MEMORY_WIDTHS) -> dict[str, dict[str, int]]:
+    """Per-rank memory and traffic of one Adam training step, replicated (DistributedDataParallel) and fully sharded
+    (FSDP2), measured: after a first step (so that Adam's state exists), the storages of the parameters, gradients
+    and Adam's moments; the peak of the tensor memory allocated during a second step (``allocation_profile``, above
+    the parameters and Adam state held at its start, which it adds; a block allocated before the profile and
+    freed during it is not subtracted, so the peak errs high); and the bytes written to gloo's sockets during
+    a third (``socket_bytes_written``; on gloo only)."""
+    from utils.distributed import allocation_profile, socket_bytes_written
+
+    device = rank_device(rank)
+    x_all, y_all = regression_batches(seed, 1, batch, widths)[0]
+    x, y = shard_batch(x_all, rank, world_size).to(device), shard_batch(y_all, rank, world_size).to(device)
+    out: dict[str, dict[str, int]] = {}
+    for scheme in ("DDP", "FSDP"):
+        model = make_mlp(seed, widths).to(device)
+        if scheme == "FSDP":
+            mesh = init_device_mesh(device.type, (world_size,))
+            for layer in model:
+                if isinstance(layer, nn.Linear):
+                    fully_shard(layer, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+        else:
+            model = DistributedDataParallel(model)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        def step(model: nn.Module = model, optimizer: torch.optim.Optimizer = optimizer) -> None:
+            optimizer.zero_grad(set_to_none=True)
+            nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+
+        step()
+        params = list(model.parameters())
+        moments = [v for s in optimizer.state.values() for k, v in s.items() if k != "step"]
+        held = {"parameters": storage_bytes(params), "gradients": storage_bytes(p.grad for p in params),
+                "adam": storage_bytes(moments)}
+        optimizer.zero_grad(set_to_none=True)  # a step starts without gradients
+        start = storage_bytes(params) + storage_bytes(moments)
+        peak = start + allocation_profile(step)["peak"]
+        dist.barrier()
+        before = socket_bytes_written()
+        step()
+        sent = socket_bytes_written() - before
+        dist.barrier()
+        out[scheme] = {**held, "state": sum(held.values()), "peak": peak, "sent": sent,
+                       "largest_layer": max(p.numel() for p in make_mlp(seed, widths).parameters()) * 4}
+    return out
+
+
 def single_process_reference(seed: int = 0, steps: int = 3, batch: int = 32) -> dict[str, Any]:
     """The same training in one process on the whole batches: what every data-parallel scheme must equal."""
     model = train(make_mlp(seed), regression_batches(seed, steps, batch))

@@ -323,6 +323,111 @@ def collectives_demo(rank: int, world_size: int, n: int = 4096) -> dict[str, Any
     return out
 
 
+def socket_bytes_written() -> int:
+    """Bytes this process has passed to write-type system calls so far: the ``wchar`` field of /proc/self/io
+    (Linux only). gloo's TCP transport writes every message to its socket with ``writev``, which the kernel counts
+    in ``wchar``; the growth over a collective is what this rank sent, plus gloo's message headers and anything
+    else the process wrote meanwhile (a print, a profiler's log line). It does not see what a rank receives."""
+    try:
+        with open("/proc/self/io") as stats:
+            for line in stats:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError as error:
+        raise RuntimeError("socket_bytes_written needs Linux's /proc/self/io") from error
+    raise RuntimeError("/proc/self/io has no wchar field")
+
+
+def gloo_bytes(collective: str, n_bytes: int, world_size: int, rank: int = 0, root: int = 0) -> float:
+    """Bytes rank ``rank`` sends in gloo's own algorithm for ``collective`` (CPU tensors), ``n_bytes`` as in ``ring_bytes``.
+
+    From gloo's and PyTorch's sources: "all_reduce" is gloo's ring (gloo/allreduce.cc), 2(p-1)/p · n;
+    "all_gather" its ring (gloo/allgather.cc), (p-1)/p · n; "reduce_scatter" is, in PyTorch's ProcessGroupGloo,
+    an all-reduce of the whole input of which each rank keeps its chunk, so 2(p-1)/p · n, twice the ring's;
+    "broadcast" is a binomial tree (gloo/broadcast.cc): in round i every rank that has the data and whose
+    position v = (rank - root) mod p is below 2^i sends all n bytes to v + 2^i, so the root sends ⌈log2 p⌉ · n
+    and half the ranks send nothing.
+    """
+    _check_ranks(rank, world_size)
+    p = world_size
+    if collective in ("all_reduce", "reduce_scatter"):
+        return ring_bytes("all_reduce", n_bytes, p)
+    if collective == "all_gather":
+        return ring_bytes("all_gather", n_bytes, p)
+    if collective == "broadcast":
+        v = (rank - root) % p
+        return float(n_bytes) * sum(1 for i in range(max(p - 1, 0).bit_length()) if v < 2**i and v + 2**i < p)
+    raise ValueError(f"collective must be all_reduce, all_gather, reduce_scatter or broadcast, got {collective!r}")
+
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+
+
+def _collective(name: str, x: torch.Tensor, world_size: int) -> None:
+    """One call of collective ``name`` with x as this rank's input (x: the whole tensor for all_reduce,
+    reduce_scatter and broadcast; one rank's share for all_gather)."""
+    import warnings
+
+    if name == "all_reduce":
+        dist.all_reduce(x)
+    elif name == "all_gather":
+        dist.all_gather([torch.empty_like(x) for _ in range(world_size)], x)
+    elif name == "reduce_scatter":
+        with warnings.catch_warnings():  # the tensor form's name changes across PyTorch versions
+            warnings.simplefilter("ignore", FutureWarning)
+            dist.reduce_scatter_tensor(torch.empty(x.numel() // world_size, dtype=x.dtype, device=x.device), x)
+    else:
+        dist.broadcast(x, src=0)
+
+
+def measured_collective_bytes(rank: int, world_size: int, n: int = 65536) -> dict[str, float]:
+    """The bytes this rank sends in each collective on ``n`` float32 values, measured on gloo as the growth of
+    ``socket_bytes_written`` over the call, minus its growth over the same call on p values (a baseline that
+    removes the call's fixed traffic: gloo's headers, its small control messages). For all_gather, ``n`` is the
+    gathered size (each rank contributes n/p). n must divide by p."""
+    if n % world_size:
+        raise ValueError(f"n={n} must divide by world_size={world_size}")
+    out = {}
+    for name in COLLECTIVES:
+        grown = []
+        for size in (world_size, n):
+            x = torch.ones(size // world_size if name == "all_gather" else size)
+            dist.barrier()  # the barrier's own bytes are written before the first reading
+            before = socket_bytes_written()
+            _collective(name, x, world_size)
+            grown.append(socket_bytes_written() - before)
+        out[name] = float(grown[1] - grown[0])
+    return out
+
+
+def allocation_profile(fn: Callable[[], Any]) -> dict[str, int]:
+    """Run ``fn()`` under ``torch.profiler.profile(profile_memory=True)`` and replay the CPU allocator's events
+    (every allocation and free of a tensor's memory, with its size and time) in time order. Returns the peak of
+    the bytes allocated above what was allocated at the start ("peak"), the largest single allocation
+    ("largest"), the bytes allocated in all ("allocated") and still held at the end ("net"). It sees PyTorch's
+    own allocations (tensors), not memory that gloo or Python allocate themselves. The profiler's log lines on
+    the process's stderr are silenced while it runs (a rank's stderr can reach the notebook)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sys.stderr.flush()
+    saved, silent = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(silent, 2)
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(silent)
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"), key=lambda e: e.start_ns())
+    held = peak = largest = allocated = 0
+    for event in events:
+        held += event.nbytes()  # negative for a free
+        peak, largest = max(peak, held), max(largest, event.nbytes())
+        allocated += max(event.nbytes(), 0)
+    return {"peak": peak, "largest": largest, "allocated": allocated, "net": held}
+
+
 ADAM_BYTES_PER_PARAMETER = 16  # float32 value, gradient and Adam's two moments: 4 + 4 + 8 bytes
 MOMENTUM_BYTES_PER_PARAMETER = 12  # float32 value, gradient and SGD's momentum: 4 + 4 + 4 bytes
 

@@ -197,6 +197,18 @@ def ring_attention_worker(rank: int, world_size: int, seed: int = 0, length: int
     return results
 
 
+def ring_memory_worker(rank: int, world_size: int, length: int = 256, order: str = "contiguous",
+                       is_causal: bool = False) -> dict[str, int]:
+    """The tensor memory of this rank's ring attention forward, measured by ``allocation_profile`` (on a second call,
+    so that nothing is allocated once for all): its largest single allocation, its peak above the start."""
+    from utils.distributed import allocation_profile
+
+    q, k, v, _ = (t.to(rank_device(rank)) for t in ring_inputs(0, length=length))
+    local = [shard_sequence(t, rank, world_size, order) for t in (q, k, v)]
+    ring_attention_forward(*local, is_causal=is_causal, order=order)
+    return allocation_profile(lambda: ring_attention_forward(*local, is_causal=is_causal, order=order))
+
+
 def sdpa_reference(seed: int, is_causal: bool, length: int = 64) -> dict[str, torch.Tensor]:
     """The single-device result: F.scaled_dot_product_attention on the whole sequence, and its gradients."""
     q, k, v, grad_out = ring_inputs(seed, length=length)

@@ -1,0 +1,103 @@
+"""Chapter 13's table: each scheme's largest error against its single-device reference and its memory per rank,
+measured on p = 1, 2, 4 gloo processes on the CPU.
+
+    python -m benchmarks.distributed            # prints the table, writes benchmarks/out/results/distributed.json
+    python -m benchmarks.distributed --record   # writes benchmarks/results/distributed.json (read by the chapter)
+
+Errors: every rank's parameters (data parallelism, after 3 SGD steps), outputs and gradients (tensor parallelism,
+ring attention) against one process, the largest absolute difference. Memory: ``memory_worker``'s storages of
+parameters, gradients and Adam state and its profiled peak (DDP, FSDP; a nine-layer MLP), the tensor-parallel
+layers' weight bytes (counted from their shapes), ``ring_memory_worker``'s largest allocation and profiled peak
+(N = 256). Takes about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+WORLDS = (1, 2, 4)
+
+
+def _max_error(pairs) -> float:
+    return max(float((got.detach().double() - want.detach().double()).abs().max()) for got, want in pairs)
+
+
+def measure(p: int) -> dict[str, dict]:
+    """One row per scheme at ``p`` ranks: max_error, and the memory figures per rank (the largest over ranks)."""
+    from utils import data_parallel as dp
+    from utils import ring_attention as ra
+    from utils import tensor_parallel as tp
+    from utils.distributed import run_on_ranks
+
+    runs = run_on_ranks(dp.data_parallel_worker, p, steps=3, backend="gloo")
+    reference = dp.single_process_reference(steps=3)
+    memory = run_on_ranks(dp.memory_worker, p, backend="gloo")
+    rows: dict[str, dict] = {}
+    for scheme, name in (("naive", "DDP (hand-written)"), ("bucketed", "DDP (bucketed)"), ("torch_ddp", "DDP (PyTorch)"),
+                         ("fsdp", "FSDP")):
+        key = "FSDP" if scheme == "fsdp" else "DDP"
+        rows[name] = {"max_error": _max_error((g, w) for run in runs for g, w in zip(run[scheme]["params"], reference["params"])),
+                      "state_bytes": max(m[key]["state"] for m in memory), "peak_bytes": max(m[key]["peak"] for m in memory),
+                      "memory": "parameters, gradients, Adam state (storages); peak in a step (profiler)"}
+    tp_runs = run_on_ranks(tp.tensor_parallel_worker, p, backend="gloo")
+    mha, ffn = tp.tp_reference_layers(0)
+    x, grad_out = tp.tp_inputs(0)
+    for name, layer in (("attention", mha), ("ffn", ffn)):
+        x_leaf = x.clone().requires_grad_(True)
+        y = layer(x_leaf, is_causal=True)[0] if name == "attention" else layer(x_leaf)
+        y.backward(grad_out)
+        error = _max_error([(r[name]["output"], y) for r in tp_runs] + [(r[name]["grad_x"], x_leaf.grad) for r in tp_runs])
+        rows[f"tensor parallel ({name})"] = {"max_error": error, "state_bytes": max(r[name]["weight_bytes"] for r in tp_runs),
+                                             "memory": "weights (counted from shapes)"}
+    ring_runs = run_on_ranks(ra.ring_attention_worker, p, length=64, backend="gloo")
+    ring_memory = run_on_ranks(ra.ring_memory_worker, p, length=256, backend="gloo")
+    for case in ring_runs[0]:
+        is_causal, order = case
+        want = ra.sdpa_reference(0, is_causal, length=64)
+        error = _max_error((ra.unshard_sequence([r[case][k] for r in ring_runs], order), want[k]) for k in ("out", "dq", "dk", "dv"))
+        rows[f"ring attention ({'causal' if is_causal else 'full'}, {order})"] = {
+            "max_error": error, "largest_allocation_bytes": max(r["largest"] for r in ring_memory),
+            "peak_bytes": max(r["peak"] for r in ring_memory),
+            "memory": "largest allocation and peak of the forward, N = 256, full mask, contiguous (profiler)"}
+    return rows
+
+
+def table(results: dict[str, dict[str, dict]]) -> str:
+    schemes = list(next(iter(results.values())))
+    lines = [f"{'scheme':>36} | " + " | ".join(f"p={p}: max error, memory per rank (bytes)" for p in results)]
+    for scheme in schemes:
+        cells = []
+        for rows in results.values():
+            row = rows[scheme]
+            mem = [f"{row[k]:,}" for k in ("state_bytes", "largest_allocation_bytes", "peak_bytes") if k in row]
+            cells.append(f"{row['max_error']:.1e}, {' / '.join(mem):<22}")
+        lines.append(f"{scheme:>36} | " + " | ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", action="store_true", help="write benchmarks/results/distributed.json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    results = {str(p): measure(p) for p in WORLDS}
+    print(table(results))
+    target = HERE / ("results" if args.record else "out/results") / "distributed.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine(),
+               "backend": "gloo", "device": "cpu", "when": time.strftime("%Y-%m-%d")}
+    target.write_text(json.dumps({"machine": machine, "worlds": results}, indent=1) + "\n")
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
