@@ -153,7 +153,7 @@ LEDGER = [
                      and r["bucketing sends fewer all-reduces"] == 1.0),
           ("All four equal one process on the whole batch within the tolerance policy for float32 on this device",
            "The bucketed version sent fewer, larger messages.",
-           "FSDP (`fully_shard`) held exactly $1/p$ of the parameters, gradients and optimizer state per rank"), 10),
+           "FSDP (`fully_shard`) held $1/p$ of the parameters, gradients and Adam state per rank"), 10),
     Claim("test_tensor_parallel_equals_chapters_4_and_6_forward_and_backward", "13_distributed",
           "p = 2: output, input gradient and every weight gradient / the single-device layer's within the policy",
           lambda r: r["tensor parallel: worst error / policy"] <= 1,
