@@ -237,3 +237,18 @@ def test_a_row_with_plus_inf_is_nan_as_in_torch_softmax(dtype):
     masked = stable_softmax(scores, allowed)
     assert not masked.isnan().any() and torch.allclose(masked[0], torch.softmax(scores[0, 1:], dim=-1).new_tensor(
         [0.0, *torch.softmax(scores[0, 1:], dim=-1).tolist()]))
+
+
+def test_a_nan_in_a_masked_out_key_does_not_leak_unlike_sdpa():
+    """Issue 26's mismatch 12: a key that the boolean mask excludes holds NaN. The library fills masked scores with
+    -inf (masked_fill), so the NaN never reaches a weight; PyTorch's SDPA adds -inf to the NaN score and returns
+    NaN in every row. This difference is deliberate: the masked key is not attended to."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 8, generator=g) for _ in range(3))
+    k[:, -1] = float("nan")
+    allowed = torch.tensor([True, True, True, False])  # (T_k,): the last key is masked out
+    out, weights = scaled_dot_product_attention(q, k, v, mask=allowed)
+    assert torch.isfinite(out).all() and (weights[..., -1] == 0).all()
+    ref = F.scaled_dot_product_attention(q[:, :, :], k[:, :, :], v, attn_mask=allowed)
+    assert torch.isnan(ref).any()  # PyTorch's behaviour, which the docstring contrasts with
+    assert_close(out, F.scaled_dot_product_attention(q, k[:, :-1], v[:, :-1]), what="NaN key masked vs key removed")

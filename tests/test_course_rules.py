@@ -72,6 +72,64 @@ def test_each_concept_is_implemented_once_in_the_library():
     assert not twice, f"defined more than once: {twice}"
 
 
+# Pairs of places in utils/ that share six or more lines (or lines of the same shape) and are not a second
+# implementation of one concept, each as {(file, innermost def), (file, innermost def)} with the reason.
+SAME_SHAPE_ALLOWED = {
+    frozenset({("efficient_attention.py", "tiled_attention_forward"),
+               ("efficient_attention.py", "tiled_attention_backward")}): "a forward and its backward: same arguments",
+    frozenset({("flash_attention.py", "_flash_forward_kernel"),
+               ("flash_attention.py", "_flash_dkdv_kernel")}): "the Triton kernels' forward and backward loops",
+    frozenset({("efficient_attention.py", "TiledAttention.forward"),
+               ("flash_attention.py", "FlashAttention.forward")}): "two autograd Functions' forward/backward wrappers",
+    frozenset({("widgets/positional.py", "positional_figure"),
+               ("widgets/scaling.py", "saturation_figure")}): "two widgets' figure tails (tight_layout, return)",
+    frozenset({("widgets/positional.py", "_readout"),
+               ("widgets/rnn_gradients.py", "_readout")}): "two widgets' slider panels, of other quantities",
+    frozenset({("transformer.py", "Transformer.__init__"),
+               ("transformer.py", "train_translator")}): "a model's and its trainer's keyword lists",
+    frozenset({("transformer_blocks.py", "FeedForward.__init__"),
+               ("transformer_blocks.py", "GatedFeedForward.__init__")}): "two FFNs' layers (two and three matrices)",
+}
+
+
+def _innermost_def(path, line: int) -> str:
+    """The qualified name of the innermost function or class whose lines (decorators included) hold ``line``."""
+    found = "<module>"
+
+    def walk(node, prefix):
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                if start <= line <= child.end_lineno:
+                    found = prefix + child.name
+                    walk(child, found + ".")
+
+    walk(ast.parse(path.read_text()), "")
+    return found
+
+
+def test_no_second_implementation_of_a_concept_in_the_library():
+    """The workplace's ``duplicates`` tool finds no pair of places in utils/ sharing six or more lines (the same,
+    or the same shape with other names), except the pairs listed above with their reason: a second
+    implementation of one concept fails here even under another name."""
+    import shutil
+    import subprocess
+
+    tool = shutil.which("duplicates")
+    if tool is None:
+        pytest.skip("the duplicates command (the workplace's tool library) is not installed on this machine")
+    report = subprocess.run([tool, "--repo", str(ROOT / "utils"), "--most", "200", "--seconds", "120"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "incomplete:" not in report, report
+    pairs = re.findall(r"^D\d+ (\S+):(\d+)-\d+ ~ (\S+):(\d+)-\d+", report, flags=re.M)
+    assert pairs or report.startswith("no duplicates"), f"unexpected output of duplicates: {report}"
+    found = {frozenset({(a, _innermost_def(ROOT / "utils" / a, int(la))), (b, _innermost_def(ROOT / "utils" / b, int(lb)))})
+             for a, la, b, lb in pairs}
+    new = [sorted(pair) for pair in found - set(SAME_SHAPE_ALLOWED)]
+    assert not new, f"a second implementation of the same concept? (duplicates on utils/): {new}\n{report}"
+
+
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_each_chapter_has_at_least_six_exercises_of_several_kinds(path):
     nb = nbformat.read(path, as_version=4)

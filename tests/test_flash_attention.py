@@ -210,7 +210,7 @@ def test_input_errors_name_the_argument_what_it_got_and_what_it_needs():
     _error(ValueError, "same leading", q, torch.randn(2, 2, 8, 16, device=DEVICE), torch.randn(2, 2, 8, 16, device=DEVICE))
     _error(ValueError, "k's head dimension must equal q's", q, torch.randn(1, 2, 8, 32, device=DEVICE), q)
     _error(ValueError, r"v must have as many rows as k \(8 keys\), got 7", q, q, torch.randn(1, 2, 7, 16, device=DEVICE))
-    _error(TypeError, "is_causal must be a bool", q, q, q, is_causal=1)
+    _error(TypeError, "is_causal must be True or False, got 1", q, q, q, is_causal=1)
     _error(ValueError, "scale must be a finite number", q, q, q, scale=float("nan"))
     _error(ValueError, "scale must be a finite number", q, q, q, scale="0.1")
     _error(ValueError, "powers of two >= 16", q, q, q, blocks={"forward": (24, 32)})

@@ -178,3 +178,22 @@ def test_train_norm_stack_records_and_validates():
 def test_init_gradient_norms_shape():
     g = init_gradient_norms(3, False, seed=0, d_model=16, inits=1, batch=4)
     assert g.shape == (3,) and (g > 0).all()
+
+
+def test_report_cases_where_the_library_is_closer_to_float64_than_nn_layernorm():
+    """Issue 26's mismatches 5-7: where the library and nn.LayerNorm differ, the library is the one nearer the
+    float64 result (it accumulates in float32 and subtracts the mean before squaring)."""
+    # LayerNorm(1): the output is the bias whatever x is, so dx is exactly 0; nn.LayerNorm leaves rounding noise.
+    x = torch.randn(7, 1, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    LayerNorm(1)(x).sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))
+    # float16 input near 6e4 (close to float16's largest value): the gain's gradient against float64.
+    x = (100 * torch.randn(4, 64, generator=torch.Generator().manual_seed(1)) + 6e4).half()
+    errors = {}
+    for name, layer in (("ours", LayerNorm(64).half()), ("torch", nn.LayerNorm(64).half()), ("f64", LayerNorm(64).double())):
+        xi = (x.double() if name == "f64" else x).clone().requires_grad_(True)
+        layer(xi).pow(2).sum().backward()
+        errors[name] = layer.weight.grad.double()
+    ours_err = (errors["ours"] - errors["f64"]).abs().max()
+    torch_err = (errors["torch"] - errors["f64"]).abs().max()
+    assert ours_err <= torch_err, (ours_err, torch_err)

@@ -262,3 +262,55 @@ def test_greedy_decode_is_the_argmax_of_teacher_forcing_on_its_own_output():
         forced = model(src, tgt_in).argmax(-1)
     before_eos = (torch.cumsum((out == EOS).long(), 1) - (out == EOS).long()) == 0
     assert torch.equal(forced[before_eos], out[before_eos])
+
+
+_DROPOUT_PLACES = {
+    "encoder": ("dropout1", "dropout2", "ffn.dropout", "self_attn"),
+    "decoder": ("dropout1", "dropout2", "dropout3", "ffn.dropout", "self_attn", "cross_attn"),
+}
+
+
+def _train_mode_spread(kind: str, switched_off: str | None = None, n: int = 4000):
+    """Our block and PyTorch's layer (the same weights, dropout 0.5, train mode) on n copies of one
+    sequence: each copy draws its own dropout masks. Returns the largest z-score, over the (T, d)
+    outputs, of the difference of the per-element means and of the per-element standard deviations."""
+    torch.manual_seed(0)
+    kw = dict(dropout=0.5, batch_first=True, dtype=torch.float64)
+    layers = (nn.TransformerEncoderLayer, EncoderBlock) if kind == "encoder" else (nn.TransformerDecoderLayer, DecoderBlock)
+    theirs = layers[0](16, 4, 32, **kw)
+    ours = layers[1].from_torch(theirs)
+    if switched_off is not None:  # a block that lacks one of the dropouts: the comparison must see it
+        module = ours.get_submodule(switched_off)
+        if isinstance(module, MultiHeadAttention):
+            module.dropout = 0.0  # the attention weights' dropout rate
+        else:
+            module.p = 0.0
+    x = torch.randn(1, 5, 16, dtype=torch.float64).expand(n, 5, 16)  # (n, T, d)
+    memory = torch.randn(1, 6, 16, dtype=torch.float64).expand(n, 6, 16)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    theirs.train(), ours.train()
+    with torch.no_grad():
+        if kind == "encoder":
+            a, b = ours(x), theirs(x)
+        else:
+            a, b = ours(x, memory, causal), theirs(x, memory, tgt_mask=~causal)
+    std = b.std(0)
+    z_mean = ((a.mean(0) - b.mean(0)).abs() / (std * (2 / n) ** 0.5)).max().item()  # two means, each std / sqrt(n)
+    z_std = ((a.std(0) - std).abs() / (std / n**0.5)).max().item()  # generous: a Gaussian's is std / sqrt(2n)
+    return z_mean, z_std
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_dropout_in_train_mode_matches_pytorch_in_distribution(kind):
+    """With dropout > 0 in train mode the outputs are random; ours and PyTorch's must have the same
+    distribution (same mean and spread per output element, within 6 standard errors over 4000 draws)."""
+    z_mean, z_std = _train_mode_spread(kind)
+    assert z_mean < 6 and z_std < 6, (z_mean, z_std)
+
+
+@pytest.mark.parametrize("kind, place", [(k, p) for k, places in _DROPOUT_PLACES.items() for p in places])
+def test_dropout_is_applied_where_pytorch_applies_it(kind, place):
+    """Switching off any one of the block's dropouts (residual, FFN hidden, attention weights) changes the
+    output's spread beyond what the comparison above allows: each place is one PyTorch drops at."""
+    _, z_std = _train_mode_spread(kind, switched_off=place)
+    assert z_std > 6, f"{kind}: without {place}'s dropout the spread still matches PyTorch's (z = {z_std:.1f})"

@@ -12,6 +12,8 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from utils import validate
+
 
 def _check_sizes(**sizes: object) -> None:
     """Raise ValueError naming every size that is not a positive int."""
@@ -397,12 +399,8 @@ def tiled_attention(
     _check_attention_inputs(q, k, v)
     _positive_int("block_q", block_q)
     _positive_int("block_k", block_k)
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"is_causal must be a bool, got {is_causal!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.size(-1)) if q.size(-1) else 1.0
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
+    validate.flag("is_causal", is_causal)
+    scale = validate.attention_scale(scale, q.size(-1))  # None: 1/sqrt(d_k)
     lead = q.shape[:-2]
     groups = math.prod(lead)
     q3 = q.reshape(groups, *q.shape[-2:])  # (G, N_q, d): batch and heads flattened

@@ -55,6 +55,7 @@ _NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_st
               "lift_fresh"}
 
 
+from utils import validate  # noqa: E402
 from utils.efficient_attention import _tensors  # noqa: E402 (chapter 8's helper, after Triton's set-up)
 
 
@@ -501,12 +502,8 @@ def flash_attention(
         raise ValueError(f"k's head dimension must equal q's ({q.size(-1)}), got {k.size(-1)}")
     if v.size(-2) != k.size(-2):
         raise ValueError(f"v must have as many rows as k ({k.size(-2)} keys), got {v.size(-2)}")
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.size(-1))
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
+    validate.flag("is_causal", is_causal)
+    scale = validate.attention_scale(scale, q.size(-1))  # None: 1/sqrt(d_k)
     blocks = _check_blocks(blocks)
     if not isinstance(autotune, bool):
         raise TypeError(f"autotune must be a bool, got {type(autotune).__name__}")

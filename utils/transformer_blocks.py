@@ -39,6 +39,14 @@ def _check_dropout(dropout: object) -> None:
         raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
 
 
+def _check_ffn_config(d_model: object, d_ff: object, activation: object, dropout: object, choices: dict) -> None:
+    _check_positive_int(d_model, "d_model")
+    _check_positive_int(d_ff, "d_ff")
+    _check_dropout(dropout)
+    if activation not in choices:
+        raise ValueError(f"activation must be one of {sorted(choices)}, got {activation!r}")
+
+
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     """Exact GELU: x * Phi(x), with Phi the standard normal CDF written with erf."""
     _check_float_tensor(x, "x")
@@ -66,11 +74,7 @@ class FeedForward(nn.Module):
         self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0, bias: bool = True
     ) -> None:
         super().__init__()
-        _check_positive_int(d_model, "d_model")
-        _check_positive_int(d_ff, "d_ff")
-        _check_dropout(dropout)
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        _check_ffn_config(d_model, d_ff, activation, dropout, ACTIVATIONS)
         self.d_model, self.activation = d_model, activation
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)  # weight (d_ff, d_model) = W1^T
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # weight (d_model, d_ff) = W2^T
@@ -99,11 +103,7 @@ class GatedFeedForward(nn.Module):
         self, d_model: int, d_ff: int, activation: str = "swiglu", dropout: float = 0.0, bias: bool = False
     ) -> None:
         super().__init__()
-        _check_positive_int(d_model, "d_model")
-        _check_positive_int(d_ff, "d_ff")
-        _check_dropout(dropout)
-        if activation not in GATED_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(GATED_ACTIVATIONS)}, got {activation!r}")
+        _check_ffn_config(d_model, d_ff, activation, dropout, GATED_ACTIVATIONS)
         self.d_model, self.activation = d_model, activation
         self.gate = nn.Linear(d_model, d_ff, bias=bias)  # W
         self.up = nn.Linear(d_model, d_ff, bias=bias)  # V
@@ -154,11 +154,14 @@ class _Block(nn.Module):
     """What the encoder and decoder blocks share: checks, LayerNorms, dropouts, loading PyTorch's weights."""
 
     n_norms = 0
+    torch_kind: type = nn.Module  # the PyTorch layer the block equals
+    attention_names: tuple[tuple[str, str], ...] = ()  # (the block's attention module, the PyTorch layer's)
 
-    def _configure(
-        self, d_model: int, n_heads: int, d_ff: int, activation: str, norm_first: bool,
-        dropout: float, layer_norm_eps: float, bias: bool,
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False,
+        dropout: float = 0.0, layer_norm_eps: float = 1e-5, bias: bool = True,
     ) -> None:
+        super().__init__()
         _check_positive_int(d_model, "d_model")
         _check_positive_int(n_heads, "n_heads")
         _check_positive_int(d_ff, "d_ff")
@@ -173,6 +176,8 @@ class _Block(nn.Module):
         for i in range(1, self.n_norms + 1):
             setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
             setattr(self, f"dropout{i}", nn.Dropout(dropout))
+        for name, _ in self.attention_names:  # self_attn (and the decoder's cross_attn)
+            setattr(self, name, MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias))
 
     @staticmethod
     def _config_of(layer: nn.Module) -> dict:
@@ -209,7 +214,12 @@ class _Block(nn.Module):
                              + "); build the block with from_torch(layer)")
 
     @torch.no_grad()
-    def _load_common(self, layer: nn.Module) -> None:
+    def load_from_torch(self, layer: nn.Module) -> None:
+        """Copy the weights, LayerNorm eps and dropout rates of a PyTorch layer of the block's kind
+        (``torch_kind``) and configuration; raise ValueError naming every difference."""
+        self._check_torch_layer(layer, self.torch_kind)
+        for name, torch_name in self.attention_names:
+            getattr(self, name).load_state_dict(MultiHeadAttention.from_torch(getattr(layer, torch_name)).state_dict())
         self.ffn.linear1.load_state_dict(layer.linear1.state_dict())
         self.ffn.linear2.load_state_dict(layer.linear2.state_dict())
         self.ffn.dropout.p = layer.dropout.p
@@ -220,9 +230,12 @@ class _Block(nn.Module):
             getattr(self, f"dropout{i}").p = getattr(layer, f"dropout{i}").p
 
     @classmethod
-    def _from_torch(cls, layer: nn.Module, kind: type):
-        if not isinstance(layer, kind):
-            raise TypeError(f"layer must be an nn.{kind.__name__}, got {type(layer).__name__}")
+    def from_torch(cls, layer: nn.Module) -> "_Block":
+        """A block configured like ``layer`` (an ``nn.TransformerEncoderLayer`` for EncoderBlock, an
+        ``nn.TransformerDecoderLayer`` for DecoderBlock: sizes, activation, placement, eps, bias,
+        dropout), holding its weights, on its device and in its dtype."""
+        if not isinstance(layer, cls.torch_kind):
+            raise TypeError(f"layer must be an nn.{cls.torch_kind.__name__}, got {type(layer).__name__}")
         cls._check_batch_first(layer)
         config = cls._config_of(layer)
         if _torch_activation(layer) is None:
@@ -242,15 +255,9 @@ class EncoderBlock(_Block):
     """
 
     n_norms = 2
-
-    def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False,
-        dropout: float = 0.0, layer_norm_eps: float = 1e-5, bias: bool = True,
-    ) -> None:
-        super().__init__()
-        self._configure(d_model, n_heads, d_ff, activation, norm_first, dropout, layer_norm_eps, bias)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
-        self.last_weights: torch.Tensor | None = None
+    torch_kind = nn.TransformerEncoderLayer
+    attention_names = (("self_attn", "self_attn"),)
+    last_weights: torch.Tensor | None = None  # set by forward(..., need_weights=True)
 
     def _sa(self, h: torch.Tensor, allowed, is_causal: bool, need_weights: bool) -> torch.Tensor:
         out, self.last_weights = self.self_attn(
@@ -272,20 +279,6 @@ class EncoderBlock(_Block):
         x = self.norm1(x + self._sa(x, allowed, is_causal, need_weights))
         return self.norm2(x + self.dropout2(self.ffn(x)))
 
-    @torch.no_grad()
-    def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> None:
-        """Copy the weights, LayerNorm eps and dropout rates of an ``nn.TransformerEncoderLayer`` of the
-        same configuration; raise ValueError naming every difference."""
-        self._check_torch_layer(layer, nn.TransformerEncoderLayer)
-        self.self_attn.load_state_dict(MultiHeadAttention.from_torch(layer.self_attn).state_dict())
-        self._load_common(layer)
-
-    @classmethod
-    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":
-        """A block configured like ``layer`` (sizes, activation, placement, eps, bias, dropout), holding its
-        weights, on its device and in its dtype."""
-        return cls._from_torch(layer, nn.TransformerEncoderLayer)
-
 
 class DecoderBlock(_Block):
     """Causal self-attention, cross-attention to the encoder's output, FFN; residuals and LayerNorms.
@@ -295,17 +288,10 @@ class DecoderBlock(_Block):
     """
 
     n_norms = 3
-
-    def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False,
-        dropout: float = 0.0, layer_norm_eps: float = 1e-5, bias: bool = True,
-    ) -> None:
-        super().__init__()
-        self._configure(d_model, n_heads, d_ff, activation, norm_first, dropout, layer_norm_eps, bias)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
-        self.last_self_weights: torch.Tensor | None = None
-        self.last_cross_weights: torch.Tensor | None = None
+    torch_kind = nn.TransformerDecoderLayer
+    attention_names = (("self_attn", "self_attn"), ("cross_attn", "multihead_attn"))
+    last_self_weights: torch.Tensor | None = None  # set by forward(..., need_weights=True)
+    last_cross_weights: torch.Tensor | None = None
 
     def _sa(self, h: torch.Tensor, allowed, is_causal: bool, need_weights: bool) -> torch.Tensor:
         out, self.last_self_weights = self.self_attn(
@@ -345,21 +331,6 @@ class DecoderBlock(_Block):
         y = self.norm1(y + self._sa(y, self_allowed, is_causal, need_weights))
         y = self.norm2(y + self._ca(y, memory, memory_allowed, need_weights))
         return self.norm3(y + self.dropout3(self.ffn(y)))
-
-    @torch.no_grad()
-    def load_from_torch(self, layer: nn.TransformerDecoderLayer) -> None:
-        """Copy the weights, LayerNorm eps and dropout rates of an ``nn.TransformerDecoderLayer`` of the
-        same configuration; raise ValueError naming every difference."""
-        self._check_torch_layer(layer, nn.TransformerDecoderLayer)
-        self.self_attn.load_state_dict(MultiHeadAttention.from_torch(layer.self_attn).state_dict())
-        self.cross_attn.load_state_dict(MultiHeadAttention.from_torch(layer.multihead_attn).state_dict())
-        self._load_common(layer)
-
-    @classmethod
-    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
-        """A block configured like ``layer`` (sizes, activation, placement, eps, bias, dropout), holding its
-        weights, on its device and in its dtype."""
-        return cls._from_torch(layer, nn.TransformerDecoderLayer)
 
 
 # The toy task: reverse a string of lower-case letters.

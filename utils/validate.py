@@ -41,6 +41,30 @@ def flag(name: str, value: object) -> None:
         raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
+def attention_scale(scale: object, d_k: int) -> float:
+    """The scale of the attention scores: ``scale`` itself when it is a finite number, 1/sqrt(d_k) when it is
+    None (1 for d_k = 0, where every score is 0)."""
+    if scale is None:
+        return 1.0 / math.sqrt(d_k) if d_k else 1.0
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
+    return scale
+
+
+def mask_fits(name: str, mask: torch.Tensor, scores: torch.Tensor, inputs: str = "scores") -> None:
+    """``mask`` is on the device of ``scores`` (..., T_q, T_k) and broadcasts to their shape without adding or
+    growing dimensions; ``inputs`` names what the scores were computed from, for the message."""
+    if mask.device != scores.device:
+        raise ValueError(f"{name} is on {mask.device} but {inputs} are on {scores.device}: move it with .to()")
+    try:
+        shape = torch.broadcast_shapes(mask.shape, scores.shape)
+    except RuntimeError:
+        shape = None
+    if shape != scores.shape:
+        raise ValueError(f"{name} of shape {tuple(mask.shape)} must broadcast to the scores' shape "
+                         f"{tuple(scores.shape)} (..., T_q, T_k) without adding or growing dimensions")
+
+
 def generator(name: str, value: object) -> None:
     """``value`` is a torch.Generator."""
     if not isinstance(value, torch.Generator):
