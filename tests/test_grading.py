@@ -35,7 +35,9 @@ Issue 14, item 5 and manual exercises ........ test_class_of_30_across_three_cha
     test_handin_lists_manual_exercises
 Issue 31 (round three): the attacks are in the class graded here (stack_walk_08, leak_03,
     split_and_retyped, chdir_and_tmp, numpy_longdouble_str_subclass, huge_cell, a 254-byte student name),
-    the limits of a whole submission in tests/test_grading_limits.py, whose docstring maps every item.
+    the limits of a whole submission in tests/test_grading_limits.py, whose docstring maps every item;
+    8.2's memory (buffers made before the call, clear_refs, query blocks, the solution 3/3 five times):
+    test_tiled_forward_memory_counts_buffers_made_before_the_call and the two tests after it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,11 @@
 Item by item (the adversarial ones are in tests/test_grading.py, graded with the class there):
  1. no stack-walking to hidden values ..... test_grading.py: test_adversarial_scores (stack_walk_08),
     test_probe_cells_keep_setup_and_record_instead_of_judging
- 2. 8.2 memory measured from outside ....... test_tiled_forward_memory_is_measured_outside
+ 2. 8.2 memory measured from outside ....... test_tiled_forward_memory_is_measured_outside,
+    test_grading.py: test_tiled_forward_memory_counts_buffers_made_before_the_call,
+    test_tiled_forward_memory_without_a_control_group,
+    test_sandbox_proc_is_read_only_and_uncounting_advice_is_refused; the cgroup v2 slot:
+    test_cgroup_v2_slot_against_a_fake_cgroupfs
  3. no submission text in the reasons ...... test_grading.py: test_reasons_are_the_graders_own (leak_03)
  4. names bounded, gradebook first ......... test_names_are_bounded_and_every_result_is_written,
     test_grading.py: test_gradebook_complete_and_no_hidden_tests (a 254-byte student name)
