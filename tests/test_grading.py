@@ -35,7 +35,9 @@ Issue 14, item 5 and manual exercises ........ test_class_of_30_across_three_cha
     test_handin_lists_manual_exercises
 Issue 31 (round three): the attacks are in the class graded here (stack_walk_08, leak_03,
     split_and_retyped, chdir_and_tmp, numpy_longdouble_str_subclass, huge_cell, a 254-byte student name),
-    the limits of a whole submission in tests/test_grading_limits.py, whose docstring maps every item.
+    the limits of a whole submission in tests/test_grading_limits.py, whose docstring maps every item;
+    8.2's memory (buffers made before the call, clear_refs, query blocks, the solution 3/3 five times):
+    test_tiled_forward_memory_counts_buffers_made_before_the_call and the two tests after it.
 """
 
 from __future__ import annotations
@@ -1615,3 +1617,230 @@ def test_readme_documents_grading_and_the_nbgrader_route():
                    "control group", "kill -KILL -1", "oom_score_adj", "np.longdouble", "fixed vocabulary",
                    "gc.get_objects()", "NFC/NFKC"):
         assert needle in flat, f"README: missing {needle!r}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 31, item 2 (round four): exercise 8.2's memory counts what the call uses, not only what it adds
+
+# Each answer returns the right values and holds the whole N_q x N_k float64 score matrix (128 MiB) during the
+# call, in memory made before it. The grader counted only the growth of the peak, so these got 3/3.
+CH08_BUFFER_ATTACKS = {
+    # A buffer made and filled when the answer cell runs, reused by the call (NumPy: torch's count of the
+    # tensors it creates, another hidden test, does not see it).
+    "buffer_at_cell_time": textwrap.dedent("""
+        import math
+        import numpy as np
+        import torch
+
+        _BUFFER = np.ones(1024 * 16384)
+
+        def tiled_forward(q, k, v, block):
+            qn, kn, vn = (t.detach().double().numpy() for t in (q, k, v))
+            s = _BUFFER[: qn.shape[0] * kn.shape[0]].reshape(qn.shape[0], kn.shape[0])
+            np.matmul(qn, kn.T, out=s)
+            s /= math.sqrt(qn.shape[1])
+            s -= s.max(axis=-1, keepdims=True)
+            np.exp(s, out=s)
+            return torch.from_numpy((s / s.sum(axis=-1, keepdims=True)) @ vn).to(q.dtype)
+    """),
+    # The same buffer, made and filled by the first (small) call and reused by the measured one.
+    "buffer_on_first_call": textwrap.dedent("""
+        import math
+        import numpy as np
+        import torch
+
+        _STORE = {}
+
+        def tiled_forward(q, k, v, block):
+            if "s" not in _STORE:
+                _STORE["s"] = np.ones(1024 * 16384)
+            qn, kn, vn = (t.detach().double().numpy() for t in (q, k, v))
+            s = _STORE["s"][: qn.shape[0] * kn.shape[0]].reshape(qn.shape[0], kn.shape[0])
+            np.matmul(qn, kn.T, out=s)
+            s /= math.sqrt(qn.shape[1])
+            s -= s.max(axis=-1, keepdims=True)
+            np.exp(s, out=s)
+            s /= s.sum(axis=-1, keepdims=True)
+            return torch.from_numpy(s @ vn).to(q.dtype)
+    """),
+    # A buffer in shared memory (an anonymous shared mmap made at cell time), marked cold after use
+    # (MADV_COLD clears the referenced bits: the runner refuses it, the attack goes on regardless).
+    "shared_memory_made_cold": textwrap.dedent("""
+        import math
+        import mmap
+        import numpy as np
+        import torch
+
+        _MAP = mmap.mmap(-1, 1024 * 16384 * 8)
+        _ALL = np.frombuffer(_MAP, dtype=np.float64)
+        _ALL[:] = 1.0
+
+        def tiled_forward(q, k, v, block):
+            qn, kn, vn = (t.detach().double().numpy() for t in (q, k, v))
+            s = _ALL[: qn.shape[0] * kn.shape[0]].reshape(qn.shape[0], kn.shape[0])
+            np.matmul(qn, kn.T, out=s)
+            s /= math.sqrt(qn.shape[1])
+            s -= s.max(axis=-1, keepdims=True)
+            np.exp(s, out=s)
+            out = (s / s.sum(axis=-1, keepdims=True)) @ vn
+            for advice in (20, 8, 21):  # MADV_COLD, MADV_FREE, MADV_PAGEOUT
+                try:
+                    _MAP.madvise(advice)
+                except OSError:
+                    pass
+            return torch.from_numpy(out).to(q.dtype)
+    """),
+    # A buffer made at cell time, filled by the call and freed before it returns.
+    "buffer_freed_before_return": textwrap.dedent("""
+        import math
+        import numpy as np
+        import torch
+
+        _STORE = {"s": np.ones(1024 * 16384)}
+
+        def tiled_forward(q, k, v, block):
+            qn, kn, vn = (t.detach().double().numpy() for t in (q, k, v))
+            buffer = _STORE.get("s")
+            if buffer is None or buffer.size < qn.shape[0] * kn.shape[0]:
+                buffer = np.empty(qn.shape[0] * kn.shape[0])
+            s = buffer[: qn.shape[0] * kn.shape[0]].reshape(qn.shape[0], kn.shape[0])
+            np.matmul(qn, kn.T, out=s)
+            s /= math.sqrt(qn.shape[1])
+            s -= s.max(axis=-1, keepdims=True)
+            np.exp(s, out=s)
+            out = (s / s.sum(axis=-1, keepdims=True)) @ vn
+            if qn.shape[0] * kn.shape[0] >= 1 << 20:
+                del buffer, s
+                _STORE.clear()  # 128 MiB go back to the system before the call returns
+            return torch.from_numpy(out).to(q.dtype)
+    """),
+}
+
+# Without a control group the grader reads each process's VmHWM, reset through /proc/<pid>/clear_refs: a
+# submission that resets its own (the whole matrix built, then "5" written) got 3/3. /proc is read-only in
+# the sandbox now, and writing "1" (clear the referenced bits) fails as well.
+CH08_CLEAR_REFS = textwrap.dedent("""
+    import math
+    import numpy as np
+    import torch
+
+    def _reset():
+        for value in ("1", "5"):
+            try:
+                with open("/proc/self/clear_refs", "w") as handle:
+                    handle.write(value)
+            except OSError:
+                pass
+
+    def tiled_forward(q, k, v, block):
+        qn, kn, vn = (t.detach().double().numpy() for t in (q, k, v))
+        s = qn @ kn.T / math.sqrt(qn.shape[1])
+        s = np.exp(s - s.max(axis=-1, keepdims=True))
+        out = (s / s.sum(axis=-1, keepdims=True)) @ vn
+        del s
+        _reset()
+        return torch.from_numpy(out).to(q.dtype)
+""")
+
+# Blocks of `block` queries, each with whole rows of N_k scores and a plain softmax (no online softmax): not
+# what the exercise asks (its statement says so); at the measured size (N_k = 65536) one block of 128 query
+# rows holds 64 MiB of scores, over the 32 MiB bound, in the grader as in the visible check.
+CH08_QUERY_BLOCKS = textwrap.dedent("""
+    import math
+    import torch
+
+    def tiled_forward(q, k, v, block):
+        rows = []
+        for i in range(0, q.size(0), block):
+            s = q[i : i + block] @ k.T
+            s.mul_(1 / math.sqrt(q.size(-1)))
+            s.sub_(s.amax(dim=-1, keepdim=True)).exp_()
+            rows.append((s @ v).div_(s.sum(dim=-1, keepdim=True)))
+            del s
+        return torch.cat(rows)
+""")
+
+HONEST_RUNS = 5
+
+
+def _grade_08_by_command(tmp_path, students: dict[str, str | None], *, with_cgroup: bool = True) -> dict:
+    """Grade a class of chapter 08 (every answer right except 8.2's as given) with the instructor's command at
+    --jobs 2; student -> the 8.2 row. Without a control group: the same command with cgroups.Slot.create
+    answering None (as where none can be made)."""
+    subs = tmp_path / "subs"
+    right = {e.grade_id: "right" for e in CH08.exercises}
+    for student, source in students.items():
+        write(subs, student, CH08.notebook(right, sources={} if source is None else {"ex08_2": source}),
+              f"{CH08.name}.ipynb")
+    out = tmp_path / "out"
+    command = [*GRADE_COMMAND[:-2], "--jobs", "2", str(subs), "--out", str(out)]
+    if not with_cgroup:
+        command[1:3] = ["-c", "import sys; from coursetools.grading import cgroups; "
+                        "cgroups.Slot.create = classmethod(lambda cls, *a, **k: None); "
+                        "from coursetools.grading.grade import main; sys.exit(main(sys.argv[1:]))"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("no control group" in proc.stdout + proc.stderr) != with_cgroup, (proc.stdout + proc.stderr)[-2000:]
+    with open(out / "gradebook.csv", newline="") as handle:
+        return {r["student"]: r for r in csv.DictReader(handle) if r["exercise"] == "8.2"}
+
+
+def test_tiled_forward_memory_counts_buffers_made_before_the_call(tmp_path):
+    """Issue 31, item 2: a buffer made before the measured call (at cell time or by a first call), reused,
+    made cold or freed during it, and a loop over blocks of queries get 0 for 8.2 with the grader's memory
+    reason; the solution, in five submissions of one class, gets 3/3 every time."""
+    needs_bubblewrap()
+    honest = {f"honest_{k}": None for k in range(HONEST_RUNS)}
+    got = _grade_08_by_command(tmp_path, {**honest, **CH08_BUFFER_ATTACKS, "query_blocks": CH08_QUERY_BLOCKS})
+    assert {s: float(got[s]["points"]) for s in honest} == dict.fromkeys(honest, 3.0), got
+    attacks = [*CH08_BUFFER_ATTACKS, "query_blocks"]
+    assert {s: float(got[s]["points"]) for s in attacks} == dict.fromkeys(attacks, 0.0), got
+    assert {got[s]["reason"] for s in attacks} == {f"a hidden test failed ({grading.MEMORY_OVER})"}, got
+    assert _leftover_processes() == []
+
+
+def test_tiled_forward_memory_without_a_control_group(tmp_path):
+    """Issue 31, item 2, without a control group (each process's VmHWM and referenced pages, read from
+    outside): resetting its own counters through /proc/self/clear_refs, or a buffer made at cell time, gets
+    0 for 8.2; the solution 3/3 (twice)."""
+    needs_bubblewrap()
+    students = {"honest_0": None, "honest_1": None, "clear_refs": CH08_CLEAR_REFS,
+                "buffer_at_cell_time": CH08_BUFFER_ATTACKS["buffer_at_cell_time"]}
+    got = _grade_08_by_command(tmp_path, students, with_cgroup=False)
+    assert [float(got[s]["points"]) for s in students] == [3.0, 3.0, 0.0, 0.0], got
+    assert got["clear_refs"]["reason"] == f"a hidden test failed ({grading.MEMORY_OVER})", got["clear_refs"]
+
+
+def test_sandbox_proc_is_read_only_and_uncounting_advice_is_refused(tmp_path):
+    """Issue 31, item 2: inside the sandbox a submission cannot write /proc/self/clear_refs (read-only /proc),
+    and madvise(MADV_COLD / MADV_FREE / MADV_PAGEOUT) fails with EPERM (the runner's seccomp filter), in the
+    runner and in a child process; ordinary madvise still works."""
+    needs_bubblewrap()
+    library = sandbox.stage_library(tmp_path / "lib")
+    os.chmod(tmp_path, 0o711)
+    work = Path(tempfile.mkdtemp(dir=tmp_path))
+    probe = textwrap.dedent("""
+        import errno, mmap, subprocess, sys
+        found = []
+        try:
+            open("/proc/self/clear_refs", "w").write("5")
+            found.append("clear_refs written")
+        except OSError as exc:
+            found.append(f"clear_refs {errno.errorcode[exc.errno]}")
+        m = mmap.mmap(-1, 1 << 16)
+        for advice in (8, 20, 21, 4):
+            try:
+                m.madvise(advice)
+                found.append(f"{advice} ok")
+            except OSError as exc:
+                found.append(f"{advice} {errno.errorcode[exc.errno]}")
+        child = subprocess.run([sys.executable, "-c", "import mmap; mmap.mmap(-1, 4096).madvise(20)"],
+                               capture_output=True, text=True)
+        found.append("child refused" if "PermissionError" in child.stderr else "child allowed")
+        open("found.txt", "w").write(" | ".join(found))
+    """)
+    result = sandbox.run_jobs([sandbox.Job("cell", "cell 1", source=probe)], work, library, TEST_LIMITS)
+    assert result.status == "finished", result
+    assert (work / "found.txt").read_text() == ("clear_refs EROFS | 8 EPERM | 20 EPERM | 21 EPERM | 4 ok | "
+                                                "child refused")

@@ -3,7 +3,11 @@
 Item by item (the adversarial ones are in tests/test_grading.py, graded with the class there):
  1. no stack-walking to hidden values ..... test_grading.py: test_adversarial_scores (stack_walk_08),
     test_probe_cells_keep_setup_and_record_instead_of_judging
- 2. 8.2 memory measured from outside ....... test_tiled_forward_memory_is_measured_outside
+ 2. 8.2 memory measured from outside ....... test_tiled_forward_memory_is_measured_outside,
+    test_grading.py: test_tiled_forward_memory_counts_buffers_made_before_the_call,
+    test_tiled_forward_memory_without_a_control_group,
+    test_sandbox_proc_is_read_only_and_uncounting_advice_is_refused; the cgroup v2 slot:
+    test_cgroup_v2_slot_against_a_fake_cgroupfs
  3. no submission text in the reasons ...... test_grading.py: test_reasons_are_the_graders_own (leak_03)
  4. names bounded, gradebook first ......... test_names_are_bounded_and_every_result_is_written,
     test_grading.py: test_gradebook_complete_and_no_hidden_tests (a 254-byte student name)
@@ -365,3 +369,53 @@ def test_tiled_forward_memory_is_measured_outside(tmp_path, monkeypatch, with_cg
     # Two runs stay under half the bound (the reference and the honest one); at least two attacks are measured,
     # each near the whole float64 matrix (128 MiB, four times the bound) or above it.
     assert len(values) >= 4 and values[1] <= bounded.max_memory / 2 and values[-2] > 3 * bounded.max_memory, values
+
+
+# --------------------------------------------------------------------------------------------------
+# The cgroup v2 path, against a fake cgroupfs (CI machines here have cgroup v1 or none)
+
+
+def test_cgroup_v2_slot_against_a_fake_cgroupfs(tmp_path, monkeypatch):
+    """cgroups.Slot on cgroup v2, driven against a folder laid out as a delegated cgroup v2 hierarchy: it is
+    made only where memory and pids are delegated, writes memory.max, memory.swap.max, pids.max and cpu.max,
+    resets memory.peak through its own descriptor and reads the peak back from it, reads cpu.stat,
+    memory.events and cgroup.procs, and kills through cgroup.kill."""
+    mount = tmp_path / "cgroup"
+    parent = mount / "grader.slice"
+    parent.mkdir(parents=True)
+    (mount / "cgroup.controllers").write_text("cpu memory pids\n")
+    monkeypatch.setattr(cgroups, "V1_ROOT", mount)
+    monkeypatch.setattr(cgroups, "_own_paths", lambda: {"": "/grader.slice"})
+    monkeypatch.setattr(cgroups.Slot, "_create_v1", classmethod(lambda cls, *a: None))
+    (parent / "cgroup.subtree_control").write_text("cpu pids\n")
+    assert cgroups.Slot.create(1 << 30, 64, 1.0) is None  # memory not delegated: no slot, nothing made
+    assert [p.name for p in parent.iterdir()] == ["cgroup.subtree_control"]
+    (parent / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    slot = cgroups.Slot.create(3 << 30, 64, 1.0)
+    assert slot is not None and slot.version == 2 and cgroups.describe(slot) == "cgroup v2"
+    folder = slot.folders[""]
+    assert folder.parent == parent and folder.name.startswith("course-grader-")
+    assert (folder / "memory.max").read_text() == str(3 << 30)
+    assert (folder / "memory.swap.max").read_text() == "0"
+    assert (folder / "pids.max").read_text() == "64"
+    assert (folder / "cpu.max").read_text() == "100000 100000"
+    # The kernel's files, as it would fill them.
+    (folder / "memory.current").write_text("1048576\n")
+    (folder / "memory.peak").write_text("9999999\n")
+    (folder / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\n")
+    (folder / "cgroup.procs").write_text("")
+    assert slot.start_memory_peak() == 1048576
+    assert (folder / "memory.peak").read_text().startswith("reset\n")  # written through the slot's descriptor
+    (folder / "memory.peak").write_text("5242880\n")  # the peak since the reset, as the kernel reports it
+    assert slot.stop_memory_peak() == 5242880 and slot.stop_memory_peak() is None  # the descriptor is closed
+    assert slot.cpu_seconds() == 2.5
+    assert not slot.oom_killed()
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert slot.oom_killed()
+    assert slot.pids() == []
+    (folder / "cgroup.kill").write_text("")
+    assert slot.kill(timeout=0.5) == 0 and (folder / "cgroup.kill").read_text() == "1"
+    # Where memory.peak cannot be opened for writing (Linux before 6.12), no peak: the probe is unmeasurable.
+    (folder / "memory.peak").unlink()
+    assert slot.start_memory_peak() is None

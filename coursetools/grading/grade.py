@@ -231,9 +231,12 @@ class Chapter:
                                                 probes=indices, seed=1000 + index, dump=reference))
                     for probe in check.probes:
                         i = probe.index
+                        env = self.envs[i] if from_reference else None
+                        if probe.max_memory is not None:  # its arguments first, then the measured call alone
+                            jobs.append(sandbox.Job("probe", label, probes=[i], env=env, prepare=True))
+                            env = None
                         jobs.append(sandbox.Job("probe", label, code=check.compiled_probe(i), probes=[i],
-                                                params=check.probe_sources[i][1],
-                                                env=self.envs[i] if from_reference else None,
+                                                params=check.probe_sources[i][1], env=env,
                                                 memory=probe.max_memory is not None))
                     if reference:
                         jobs.append(sandbox.Job("check", label, code=check.compiled("expected"), form="expected",
@@ -459,12 +462,13 @@ def _reason(probe: probes.Probe, got: dict, verdict: checks.Verdict) -> str:
     return f"a hidden test failed ({what})" if probe.hidden else f"{name}: {what}"
 
 
-MEMORY_OVER = "used more memory than allowed: the grader measures the peak memory of your notebook's processes"
+MEMORY_OVER = "used more memory than allowed: the grader measures the memory your notebook's processes use in the call"
 MEMORY_UNMEASURED = "its memory could not be measured: another process started or ended during the call"
 
 
 def _memory_verdict(probe: probes.Probe, run: sandbox.RunResult) -> checks.Verdict:
-    """A probe with a memory bound: the growth of the run's peak memory during its job, measured by the grader
+    """A probe with a memory bound: the memory the run used during its job (its peak's growth, or the pages it
+    used, gave back or wrote out, whichever is larger), measured by the grader
     (coursetools.grading.sandbox.MemoryPeak), against the bound. The reason comes from the two texts above."""
     if probe.max_memory is None:
         return checks.PASS

@@ -53,10 +53,58 @@ def _seed(seed: int) -> None:
 
 _FUNCTION = type(_seed)  # types.FunctionType, taken before any cell runs (a cell may replace types.FunctionType)
 
+# madvise advice that makes used memory look unused to the grader's count of it (coursetools.grading.sandbox.
+# MemoryPeak reads the pages' referenced bits): MADV_FREE (8), MADV_COLD (20), MADV_PAGEOUT (21).
+_UNCOUNTING_ADVICE = (8, 20, 21)
+_MADVISE = {0xC000003E: 28, 0xC00000B7: 233}  # audit arch (x86_64, aarch64) -> madvise's system call number
+_PROCESS_MADVISE = 440
+
+
+def _forbid_uncounting() -> bool:
+    """Install a seccomp filter (inherited by every thread and process started later) under which madvise with
+    that advice, and process_madvise, fail with EPERM; the allocators Python, NumPy and torch use never ask for
+    them. Returns False where it cannot (no seccomp, another architecture)."""
+    import ctypes
+    import platform
+
+    arch = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(platform.machine())
+    if arch is None:
+        return False
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    program = [
+        (ld, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 1, 0, arch),
+        (ret, 0, 0, allow),
+        (ld, 0, 0, 0),  # seccomp_data.nr
+        (jge, 7, 0, 0x40000000),  # x32 system calls: refused
+        (jeq, 6, 0, _PROCESS_MADVISE),
+        (jeq, 0, 4, _MADVISE[arch]),
+        (ld, 0, 0, 32),  # seccomp_data.args[2], low 32 bits: the advice
+        *[(jeq, len(_UNCOUNTING_ADVICE) - i, 0, advice) for i, advice in enumerate(_UNCOUNTING_ADVICE)],
+        (ret, 0, 0, allow),  # jumps count from the next instruction: the last one is "deny"
+        (ret, 0, 0, deny),
+    ]
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(program))(*[Filter(*instruction) for instruction in program])
+    fprog = Program(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    if libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: required for a filter without privileges
+        return False
+    return libc.prctl(22, 2, ctypes.cast(ctypes.pointer(fprog), ctypes.c_void_p), 0, 0) == 0  # PR_SET_SECCOMP
+
 
 def main(reply_fd: int) -> int:
     # A write past the file-size limit then fails with an error instead of killing the process.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _forbid_uncounting()  # before any thread or cell
     reply = os.fdopen(reply_fd, "w", buffering=1)
 
     def send(message: dict) -> None:
@@ -137,7 +185,12 @@ def _capture(pending: dict, captured: set, dump_to: Path | None, arguments):
 
 
 def _probe(frame: dict, shell, recorder, pending: dict, arguments) -> str | None:
-    """Run one probe's ``got`` expression on fresh copies of its arguments, in a frame of its own."""
+    """Run one probe's ``got`` expression on fresh copies of its arguments, in a frame of its own.
+
+    A probe whose memory the grader measures comes in two jobs: the first (``prepare``) only makes its
+    arguments, collects the garbage and gives freed heap back, so that the second, around which the grader
+    measures, holds the call alone; the garbage collector is paused during that call (it would touch every
+    object of the notebook, and the grader counts the memory touched)."""
     probe = int(frame["probes"][0])
     if frame.get("env") is not None:
         env = arguments.decode(marshal.loads(frame["env"]))
@@ -146,12 +199,31 @@ def _probe(frame: dict, shell, recorder, pending: dict, arguments) -> str | None
         env = arguments.decode(encoded) if encoded is not None else copied
     else:
         return None  # the check's setup failed before this probe: its record says so already
+    if frame.get("prepare"):
+        pending[probe] = (None, env)
+        del env
+        frame.clear()
+        gc.collect()
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+        return None
     arguments.restore_rng(env.pop(arguments.RNG, {}))
     args = [env[name] for name in frame["params"]]
     function = _FUNCTION(frame["code"], shell.user_ns, "probe")
+    measured = bool(frame.get("measured"))
     frame.clear()
     del env
-    recorder(probe, lambda: function(*args))
+    if measured:
+        gc.disable()
+    try:
+        recorder(probe, lambda: function(*args))
+    finally:
+        if measured:
+            gc.enable()
     return None
 
 

@@ -100,7 +100,8 @@ class Job:
     params: tuple[str, ...] = ()  # "probe": the names its code takes, in order
     env: bytes | None = None  # "probe": its arguments (coursetools.grading.arguments), or None: from its setup
     dump: bool = False  # "check" in the reference run: record each probe's arguments too
-    memory: bool = False  # "probe": the grader measures the peak memory of the run's processes around it
+    memory: bool = False  # "probe": the grader measures the memory the run's processes use during it
+    prepare: bool = False  # "probe": only make its arguments (the job before a measured one)
 
     def frame(self, index: int, nonce: str = "") -> bytes:
         """The job as sent: ``nonce`` is a fresh random token the runner must echo when the job is done, so
@@ -109,7 +110,8 @@ class Job:
         if self.kind == "cell":
             body["source"] = self.source
         elif self.kind == "probe":
-            body.update(code=self.code, probes=list(self.probes), params=list(self.params), env=self.env)
+            body.update(code=self.code, probes=list(self.probes), params=list(self.params), env=self.env,
+                        prepare=self.prepare, measured=self.memory)
         else:
             body.update(code=self.code, form=self.form, probes=list(self.probes), seed=self.seed, dump=self.dump)
         data = marshal.dumps(body)
@@ -365,7 +367,8 @@ def bwrap_command(workdir: Path, library: Path, as_root: bool, scratch_bytes: in
     # The private /tmp and /dev/shm first: a Python environment that lives under /tmp (a CI checkout in
     # /tmp, say) is then bound on top of the empty /tmp instead of being hidden by it.
     # Both writable by the run's user (1777, as on any machine) and each at most ``scratch_bytes``.
-    view.args += ["--dev", "/dev", "--proc", "/proc"]
+    # /proc read-only: a submission cannot write its own clear_refs, which the grader's memory count relies on.
+    view.args += ["--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]
     for folder in ("/tmp", "/dev/shm"):
         view.args += ["--perms", "1777", "--size", str(scratch_bytes), "--tmpfs", folder]
     for path in map(str, _python_paths()):
@@ -443,31 +446,59 @@ def _status_bytes(pid: int, field: str) -> int:
     raise OSError(f"no {field} for process {pid}")
 
 
-class MemoryPeak:
-    """The growth of a run's peak memory during one job, measured by the grader from outside the run.
+def _io_written(pid: int) -> int:
+    """Bytes the process has passed to write() and its kin so far (``wchar`` of ``/proc/<pid>/io``)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise OSError(f"no wchar for process {pid}")
 
-    With a control group, the kernel's peak of all the slot's processes (every one, even one that started and
-    ended within the job), reset just before the job. Without one, each process of the run's tree has its
-    peak resident size (VmHWM) reset through ``/proc/<pid>/clear_refs`` before the job and read after it, and
-    the tree's resident memory is polled meanwhile; a process that was not there at the start, or one that
-    ended within the job (its parent's children's CPU time grew), makes the job unmeasurable (None): its
+
+class MemoryPeak:
+    """The memory a run used during one job, measured by the grader from outside the run: the largest of
+
+    - the growth of its peak: with a control group, the kernel's peak of all the slot's processes (every one,
+      even one that started and ended within the job), reset just before the job; without one, each process's
+      peak resident size (VmHWM, reset through ``/proc/<pid>/clear_refs`` before the job) and the tree's
+      resident memory polled meanwhile;
+    - the writable memory its processes used during the job (utils.checks.touched_bytes, after their
+      referenced bits were cleared through ``clear_refs`` before it), plus the private memory they gave back
+      (utils.checks.private_bytes fell) and the bytes they wrote to files, pipes or sockets (``wchar``): so a
+      buffer filled before the job and reused, freed or written out during it counts as much as a new one.
+
+    The submission cannot undo the count: ``/proc`` is read-only in the sandbox (no writing its own
+    ``clear_refs``) and the runner forbids the ``madvise`` advice that clears referenced bits
+    (coursetools.grading.runner). Without a control group, a process that was not there at the start, or one
+    that ended within the job (its parent's children's CPU time grew), makes the job unmeasurable (None): its
     memory could have escaped the count."""
 
     def __init__(self, run: _Run) -> None:
+        from utils import checks
+
+        self.checks = checks
         self.run = run
         self.base: int | None = None
         self.peak = 0
         self.ok = True
         self.pids: set[int] = set()
         self.reaped = 0.0
+        self.mode = "tree"
+        try:
+            procs = self._procs()
+            for proc in procs:
+                with open(f"/proc/{proc.pid}/clear_refs", "w") as handle:
+                    handle.write("1")  # every page: not referenced
+            self.private = {p.pid: checks.private_bytes(p.pid) for p in procs}
+            self.written = {p.pid: _io_written(p.pid) for p in procs}
+        except (OSError, psutil.Error, ValueError):
+            self.ok = False
+            return
         if run.slot is not None:
             self.base = run.slot.start_memory_peak()
             if self.base is not None:
                 self.mode = "slot"
                 return
-        self.mode = "tree"
         try:
-            procs = [run.root, *run.root.children(recursive=True)]
             for proc in procs:
                 with open(f"/proc/{proc.pid}/clear_refs", "w") as handle:
                     handle.write("5")  # VmHWM := the current resident size
@@ -477,6 +508,18 @@ class MemoryPeak:
             self.peak = self.base
         except (OSError, psutil.Error, ValueError):
             self.ok = False
+
+    def _procs(self) -> list[psutil.Process]:
+        """The run's processes: its process tree, and with a control group every process in it."""
+        procs = {p.pid: p for p in [self.run.root, *self.run.root.children(recursive=True)]}
+        if self.run.slot is not None:
+            for pid in self.run.slot.pids():
+                if pid not in procs:
+                    try:
+                        procs[pid] = psutil.Process(pid)
+                    except psutil.Error:
+                        continue
+        return list(procs.values())
 
     @staticmethod
     def _reaped(procs: list[psutil.Process]) -> float:
@@ -499,12 +542,32 @@ class MemoryPeak:
             return
         self.peak = max(self.peak, _tree_rss(self.run.root))
 
+    def _used(self) -> int:
+        """Writable memory used during the job, private memory given back and bytes written (see above)."""
+        used = 0
+        for proc in self._procs():
+            try:
+                used += self.checks.touched_bytes(proc.pid)
+                if proc.pid in self.private:
+                    used += max(0, self.private[proc.pid] - self.checks.private_bytes(proc.pid))
+                    used += max(0, _io_written(proc.pid) - self.written[proc.pid])
+            except (OSError, ValueError):
+                continue  # it ended meanwhile: its pages are gone (and counted in the peak where they mattered)
+        for pid in set(self.private) - {p.pid for p in self._procs()}:
+            used += self.private[pid]  # a process of the start ended during the job: all it held was given back
+        return used
+
     def growth(self) -> int | None:
         if self.base is None or not self.ok:
             return None
         if self.mode == "slot":
             peak = self.run.slot.stop_memory_peak()
-            return None if peak is None else max(0, peak - self.base)
+            if peak is None:
+                return None
+            try:
+                return max(peak - self.base, self._used())
+            except psutil.Error:
+                return None
         self.poll()
         if not self.ok:
             return None
@@ -513,9 +576,9 @@ class MemoryPeak:
             if self._reaped(procs) > self.reaped:
                 return None  # a process started and ended within the job
             peak = max(self.peak, sum(_status_bytes(p.pid, "VmHWM") for p in procs))
+            return max(peak - self.base, self._used())
         except (OSError, psutil.Error, ValueError):
             return None
-        return max(0, peak - self.base)
 
 
 def _tree_rss(root: psutil.Process) -> int:

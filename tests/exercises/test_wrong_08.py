@@ -67,6 +67,29 @@ def tiled_forward(q, k, v, block):
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     return torch.from_numpy((p / p.sum(axis=-1, keepdims=True)) @ v.numpy()).to(q.dtype)
 """, visible="NumPy arrays count too"),
+        Wrong("blocks of queries, each with whole rows of scores and a plain softmax (no online softmax)", """
+def tiled_forward(q, k, v, block):
+    rows = []
+    for i in range(0, q.size(0), block):
+        s = q[i:i + block] @ k.T / math.sqrt(q.size(-1))
+        p = torch.exp(s - s.amax(dim=-1, keepdim=True))
+        rows.append((p / p.sum(dim=-1, keepdim=True)) @ v)
+    return torch.cat(rows)
+""", visible="keep one block of keys' scores"),
+        Wrong("all the scores at once, in a NumPy buffer made before the call and reused", """
+import numpy as np
+_BUFFER = np.ones(256 * 65536)
+
+def tiled_forward(q, k, v, block):
+    n = q.size(0) * k.size(0)
+    s = (_BUFFER[:n] if n <= _BUFFER.size else np.empty(n)).reshape(q.size(0), k.size(0))
+    np.matmul(q.numpy(), k.numpy().T, out=s)
+    s /= math.sqrt(q.size(-1))
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return torch.from_numpy(s @ v.numpy()).to(q.dtype)
+""", visible="so do buffers made before the call"),
         Wrong("no maximum subtracted: overflows on large scores", """
 def tiled_forward(q, k, v, block):
     scale = 1.0 / math.sqrt(q.size(-1))
