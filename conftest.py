@@ -49,6 +49,30 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             _notebook_slowdown[path].append(slowdown())
 
 
+# In CI (the CI environment variable set: `.ci/run` exports CI=true) these tests must run: a skip there would
+# hide that CI never checked the class hub, the browser route or a notebook. Each of them already fails instead
+# of skipping for the reason it knows about (tests/hub_fixtures.py, tests/browser.py); this catches any other.
+MUST_RUN_IN_CI_FILES = ("tests/test_hub.py",)
+MUST_RUN_IN_CI_MARKERS = ("browser", "book")
+
+
+def must_run_in_ci(nodeid: str, markers: set[str]) -> bool:
+    """Whether a test may not skip in CI: the hub tests, browser or book tests, and every notebook cell."""
+    path = nodeid.split("::", 1)[0]
+    return path.endswith(".ipynb") or path in MUST_RUN_IN_CI_FILES or bool(markers & set(MUST_RUN_IN_CI_MARKERS))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa: ARG001
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI") and not hasattr(report, "wasxfail"):
+        if must_run_in_ci(item.nodeid, {m.name for m in item.iter_markers()}):
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            report.outcome = "failed"
+            report.longrepr = f"skipped in CI ({reason}): the hub, browser, book and notebook tests never skip where CI is set"
+
+
 def _factor(path: str) -> float:
     samples = sorted(_notebook_slowdown.get(path) or [1.0])
     return samples[len(samples) // 2]  # the median: one unlucky probe does not excuse a slow notebook

@@ -86,6 +86,40 @@ def table(data: dict, class_size: int = 30) -> str:
     return "\n".join(lines)
 
 
+def plan(data: dict, class_size: int = 30) -> str:
+    """The README's "a class of N takes about ..." sentence, per chapter, from the record.
+
+    A chapter graded as a class of at least ``class_size`` is "measured"; one graded as a smaller class (4)
+    is an estimate, and the sentence says so: its line is (start and reference run) + N x (s per notebook).
+    """
+    measured, estimated, speedups = [], [], []
+    for chapter, rows in sorted(data["chapters"].items()):
+        by_jobs = {r["jobs"]: r for r in rows}
+        two = by_jobs.get(2)
+        if two is None:
+            continue
+        start = two["wall_s"] - two["after_reference_s"]
+        line = f"chapter {chapter} about {start / 60:.1f} + {two['per_notebook_s'] / 60:.2f} × N minutes"
+        (measured if two["students"] >= class_size else estimated).append((chapter, line, two["students"]))
+        if 1 in by_jobs:
+            speedups.append((chapter, by_jobs[1]["per_notebook_s"] / two["per_notebook_s"]))
+    parts = ["So, on such a machine, a class of N takes about (start and reference run) + N × (seconds per "
+             "notebook) at `--jobs 2`"]
+    if measured:
+        sizes = sorted({n for _, _, n in measured})
+        parts.append(f"; measured (a class of {', '.join(map(str, sizes))}): " + ", ".join(line for _, line, _ in measured))
+    if estimated:
+        sizes = sorted({n for _, _, n in estimated})
+        parts.append(f"; **estimated** from a class of {', '.join(map(str, sizes))} (fewer than {class_size} students, so "
+                     "not a measurement of a class): " + ", ".join(line for _, line, _ in estimated))
+    text = "".join(parts) + "."
+    if speedups:
+        text += (" `--jobs 2` graded " + " and ".join(f"{x:.1f} times as fast" + (" as `--jobs 1`" if i == 0 else "")
+                                                      + f" for chapter {c}" for i, (c, x) in enumerate(speedups))
+                 + f" ({'the chapters' if len(speedups) > 1 else 'the chapter'} measured at both).")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chapters", nargs="+", default=["02", "09"])

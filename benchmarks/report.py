@@ -286,10 +286,29 @@ def readme_with_run_times(text: str, results: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+GRADING_BEGIN = ("<!-- the grading-time table and plan: written by `python -m benchmarks.report` from "
+                 "benchmarks/results/grading_throughput.json; do not edit by hand -->")
+GRADING_END = "<!-- end of the grading-time table and plan -->"
+
+
+def readme_with_grading_plan(text: str, results: Path | None = None) -> str:
+    """README ``text`` with the instructor's grading-time table and "a class of N takes about ..." sentence
+    (between GRADING_BEGIN and GRADING_END) written from the recorded grading throughput."""
+    from benchmarks import grading_throughput
+
+    data = _load("grading_throughput", results)
+    if data is None or GRADING_BEGIN not in text or GRADING_END not in text:
+        return text
+    head, rest = text.split(GRADING_BEGIN, 1)
+    _, tail = rest.split(GRADING_END, 1)
+    block = f"{grading_throughput.table(data)}\n\n{grading_throughput.plan(data)}"
+    return f"{head}{GRADING_BEGIN}\n{block}\n\n{GRADING_END}{tail}"
+
+
 def write_readme(results: Path = RESULTS, readme: Path = README) -> None:
-    """Rewrite README's "runs in" column from ``results``."""
-    readme.write_text(readme_with_run_times(readme.read_text(), results))
-    print(f"wrote {readme} (run times)")
+    """Rewrite README's "runs in" column and its grading-time table and plan from ``results``."""
+    readme.write_text(readme_with_grading_plan(readme_with_run_times(readme.read_text(), results), results))
+    print(f"wrote {readme} (run times, grading times)")
 
 
 if __name__ == "__main__":

@@ -84,3 +84,31 @@ def test_the_readme_run_times_are_the_recorded_ones(tmp_path):
     first = sorted(name for name in recorded if name.startswith("chapters/"))[0]
     (tmp_path / "notebooks.json").write_text(json.dumps({"notebook_seconds": {**recorded, first: recorded[first] + 7}}))
     assert report.readme_with_run_times(readme, tmp_path) != readme
+
+
+def test_the_readme_grading_plan_is_the_recorded_one(tmp_path):
+    """Issue 29: README's "a class of N takes about ..." was typed by hand and wrong for chapter 13 (0.11 x N
+    minutes against "between 0.15 and 0.3"). It is now written from grading_throughput.json with the table, and
+    a chapter graded as a class of fewer than 30 is labelled an estimate."""
+    import json
+
+    from benchmarks import grading_throughput
+
+    readme = (ROOT / "README.md").read_text()
+    assert report.readme_with_grading_plan(readme) == readme, "README's grading times differ: python -m benchmarks.report"
+    assert report.GRADING_BEGIN in readme and report.GRADING_END in readme
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "grading_throughput.json").read_text())
+    sentence = grading_throughput.plan(recorded)
+    assert sentence in readme
+    measured_part, _, estimated_part = sentence.partition("**estimated**")
+    for chapter, rows in recorded["chapters"].items():
+        two = next(r for r in rows if r["jobs"] == 2)
+        start = two["wall_s"] - two["after_reference_s"]
+        line = f"chapter {chapter} about {start / 60:.1f} + {two['per_notebook_s'] / 60:.2f} × N minutes"
+        assert line in (measured_part if two["students"] >= 30 else estimated_part), (chapter, line)
+    assert "chapter 13 about 0.6 + 0.11 × N minutes" in estimated_part  # the figure the hand-written text got wrong
+    # The rewrite can fail: a changed record changes the README.
+    changed = json.loads(json.dumps(recorded))
+    changed["chapters"]["13"][0]["per_notebook_s"] += 30
+    (tmp_path / "grading_throughput.json").write_text(json.dumps(changed))
+    assert report.readme_with_grading_plan(readme, tmp_path) != readme

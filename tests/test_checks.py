@@ -163,3 +163,47 @@ def test_exercise_turns_any_learner_exception_into_one_line(exc, text):
     out = buffer.getvalue()
     assert out.startswith(f"Exercise 0.1: not yet. your code raised {exc.__name__}")
     assert "Traceback" not in out
+
+
+# --- multiple-choice predictions (issue 24, 01-T2): the visible check records, the hidden test grades ---
+
+
+def test_a_prediction_gets_the_same_message_for_every_valid_option(capsys):
+    """Trying each option in turn reveals nothing: every valid option (any case, spaces) prints one line."""
+    options = ["a", "b", "c", "d"]
+    lines = set()
+    for got in ["a", "b", "c", "d", "B", " c "]:
+        verdict = checks.prediction(got, options)
+        assert verdict.ok and checks.RECORDED in verdict.message, verdict
+        checks.exercise("9.9", lambda got=got: checks.prediction(got, options))
+        lines.add(capsys.readouterr().out)
+    assert len(lines) == 1, lines
+    (line,) = lines
+    assert "not yet" not in line and "passed" not in line and "recorded" in line, line
+    assert checks.RESULTS["9.9"] == "recorded"
+
+
+@pytest.mark.parametrize(("got", "fragment"), [("e", "expected one of"), ("b and c", "expected one of"),
+                                                (2, "as a string"), (None, "as a string")])
+def test_a_prediction_of_the_wrong_form_is_refused(got, fragment):
+    verdict = checks.prediction(got, ["a", "b", "c", "d"])
+    assert not verdict.ok and fragment in verdict.message, verdict
+
+
+def test_the_hidden_choice_test_still_grades_a_recorded_prediction():
+    """check.require over check.choice (the hidden test) rejects a wrong option the visible check records."""
+    assert checks.prediction("a", ["a", "b"]).ok
+    with pytest.raises(AssertionError, match="is not right"):
+        checks.require(lambda: checks.choice("a", "b", ["a", "b"]))
+    with pytest.raises(AssertionError, match="form check cannot grade"):
+        checks.require(lambda: checks.prediction("b", ["a", "b"]))  # a form check never counts as a grade
+    checks.require(lambda: checks.choice("b", "b", ["a", "b"]))
+
+
+def test_the_hand_in_check_counts_a_recorded_prediction_as_answered():
+    from coursetools import handin
+
+    assert handin.RECORDED == checks.RECORDED
+    message = checks.prediction("a", ["a", "b"]).message
+    assert handin._ready(message) and handin._ready(checks.choice_form("a", ["a", "b"]).message)
+    assert handin._ready("passed") and not handin._ready("not yet. your choice: 'e' is not one of the options")

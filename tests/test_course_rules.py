@@ -173,3 +173,18 @@ def test_positional_attention_is_chapter_4s_module_with_hooks():
     source = (ROOT / "utils" / "positional.py").read_text()
     again = [name for name in ("scaled_dot_product_attention", "split_heads", "merge_heads", "softmax(") if name in source]
     assert not again, f"utils/positional.py computes attention itself: {again}"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_no_visible_check_confirms_a_multiple_choice_answer(path):
+    """A multiple-choice answer's visible check records it (check.prediction), never says right or wrong.
+
+    Three or four options confirmed one by one can be found by trial before predicting anything (issue 24,
+    01-T2). The hidden test grades the choice with check.choice, so it stays strictly stronger.
+    """
+    for cell in _code_cells(path):
+        visible, hidden_begins, rest = cell.source.partition("### BEGIN HIDDEN TESTS")
+        found = re.search(r"check\.choice(?:_digest)?\(", visible)
+        assert not found, f"{path.name}: a visible check confirms a multiple-choice answer: {visible.strip()[:160]}"
+        if "check.prediction(" in visible:
+            assert hidden_begins and "check.choice(" in rest, f"{path.name}: a prediction without a hidden check.choice"

@@ -33,6 +33,8 @@ __all__ = [
     "choice_digest",
     "number_form",
     "choice_form",
+    "prediction",
+    "RECORDED",
     "exercise",
     "require",
     "peak_memory",
@@ -54,6 +56,10 @@ class Verdict:
 
 
 PASS = Verdict(True, "ok")
+
+# What every form-only check says: the answer has the right form and is graded from the hidden tests when
+# the notebook is handed in. The hand-in check counts a line that says this as answered.
+RECORDED = "graded when you hand in"
 
 # exercise id -> "passed" | "not attempted" | "failed"; read by the hand-in check.
 RESULTS: dict[str, str] = {}
@@ -281,7 +287,7 @@ def number_form(got: Any, *, name: str = "your answer") -> Verdict:
         return value
     if not math.isfinite(value):
         return Verdict(False, f"{name}: expected a finite number, got {_fmt(value)}")
-    return Verdict(True, "an answer of the right form (it is graded when you hand in)")
+    return Verdict(True, f"an answer of the right form (it is {RECORDED})")
 
 
 def choice_form(got: Any, options: Sequence[str], *, name: str = "your choice") -> Verdict:
@@ -292,7 +298,28 @@ def choice_form(got: Any, options: Sequence[str], *, name: str = "your choice") 
     got = str.__str__(got)
     if got.strip().lower() not in [o.lower() for o in options]:
         return Verdict(False, f"{name}: expected one of {allowed}, got {got!r}")
-    return Verdict(True, "an answer of the right form (it is graded when you hand in)")
+    return Verdict(True, f"an answer of the right form (it is {RECORDED})")
+
+
+def prediction(
+    got: Any,
+    options: Sequence[str],
+    *,
+    name: str = "your prediction",
+    then: str = "run the cell after this check: its result shows whether your prediction held",
+) -> Verdict:
+    """Visible check of a multiple-choice answer: records a valid option, never says whether it is right.
+
+    A self-check that confirmed or rejected one of three or four options would let a learner find the
+    answer by trying each in turn, before predicting anything. So the visible check of every multiple-choice
+    exercise checks only the form (one of ``options``, as a string) and says the same thing for every valid
+    option; ``then`` says where the learner finds out (the experiment in the next cell, or the section to
+    reread). The hidden test, ``check.require(lambda: check.choice(got, expected, options))``, grades it.
+    """
+    form = choice_form(got, options, name=name)
+    if not form:
+        return form
+    return Verdict(True, f"{name} is recorded, not judged here ({RECORDED}); {then}")
 
 
 class MemoryLimitExceeded(Exception):

@@ -1,6 +1,6 @@
 """Chapter 01: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex01_1": [
@@ -96,11 +96,11 @@ def smallest_distance(sigma, r):
         Wrong("trusts the bound", """
 def answer_1_4():
     return "c"
-""", visible="is not right"),
+""", visible=RECORDS),
         Wrong("more energy, more gradient", """
 def answer_1_4():
     return "a"
-""", visible="is not right"),
+""", visible=RECORDS),
         Wrong("not one of the options", """
 def answer_1_4():
     return "smaller"
@@ -138,29 +138,37 @@ def clip_gradients(grads, max_norm):
 """, visible="modified its input"),
     ],
     "ex01_6": [
-        Wrong("measures at T = 100 instead of 50", """
-def growth_threshold():
+        Wrong("measures at T = 100 whatever T it is given", """
+def growth_threshold(T=50):
     for rho in RHO_GRID:
         n = gradient_norms(100, rho, seed=0)
         if n[0] > n[-1]:
             return rho
-""", visible="is not right"),
+""", visible="is not the smallest"),
         Wrong("returns the last rho at which the gradient still shrinks", """
-def growth_threshold():
+def growth_threshold(T=50):
     previous = None
     for rho in RHO_GRID:
-        n = gradient_norms(50, rho, seed=0)
+        n = gradient_norms(T, rho, seed=0)
         if n[0] > n[-1]:
             return previous
         previous = rho
-""", visible="is not right"),
+""", visible="is not larger"),
         Wrong("compares with the bound instead of with h_T", """
-def growth_threshold():
+def growth_threshold(T=50):
     for rho in RHO_GRID:
-        n = gradient_norms(50, rho, seed=0)
-        if n[0] > rho ** 49:
+        n = gradient_norms(T, rho, seed=0)
+        if n[0] > rho ** (T - 1):
             return rho
 """),
+        Wrong("the value for T = 50 found by trial, no loop", """
+def growth_threshold(T=50):
+    return 1.15
+""", visible="measure at the T you are given"),
+        Wrong("a value off the grid", """
+def growth_threshold(T=50):
+    return 1.13
+""", visible="expected a value of RHO_GRID"),
     ],
 }
 

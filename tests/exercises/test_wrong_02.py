@@ -1,6 +1,6 @@
 """Chapter 02: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import Wrong, check_wrong_answers
+from wrong_answer_driver import RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex02_1": [
@@ -45,15 +45,19 @@ def tau_for_top_weight(p, n):
         Wrong("a token always scores itself highest", """
 def answer_2_3():
     return "a"
-""", visible="is not right"),
+""", visible=RECORDS),
         Wrong("the weights are symmetric too", """
 def answer_2_3():
     return "c"
-""", visible="is not right"),
+""", visible=RECORDS),
         Wrong("every token looks at itself most", """
 def answer_2_3():
     return "d"
-""", visible="is not right"),
+""", visible=RECORDS),
+        Wrong("two letters at once", """
+def answer_2_3():
+    return "b and c"
+""", visible="expected one of"),
     ],
     "ex02_4": [
         Wrong("softmax over the queries", """

@@ -1,6 +1,6 @@
 """Chapter 03: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import Wrong, check_wrong_answers
+from wrong_answer_driver import RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex03_1": [
@@ -138,6 +138,24 @@ def incremental_attention(q, k, v):
         outputs.append(out)
     return torch.cat(outputs, dim=-2)
 """, visible="differ"),
+    ],
+    "ex03_5": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("underestimates saturation: below 10%", """
+def answer_3_5():
+    return "a"
+""", visible=RECORDS),
+        Wrong("10% to 50%", """
+def answer_3_5():
+    return "b"
+""", visible=RECORDS),
+        Wrong("overestimates saturation: above 90%", """
+def answer_3_5():
+    return "d"
+""", visible=RECORDS),
+        Wrong("a percentage instead of a letter", """
+def answer_3_5():
+    return "75%"
+""", visible="expected one of"),
     ],
 }
 

@@ -1,6 +1,6 @@
 """Chapter 04: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex04_1": [
@@ -231,6 +231,24 @@ def full_width_parameters(d_model, num_heads):
 def full_width_parameters(d_model, num_heads):
     return 4 * num_heads * d_model**2 + 4 * d_model
 """, visible="is not right"),
+    ],
+    "ex04_6": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("option 'a', not the right one", """
+def answer_4_6():
+    return "a"
+""", visible=RECORDS),
+        Wrong("option 'b', not the right one", """
+def answer_4_6():
+    return "b"
+""", visible=RECORDS),
+        Wrong("option 'd', not the right one", """
+def answer_4_6():
+    return "d"
+""", visible=RECORDS),
+        Wrong("not one of the options", """
+def answer_4_6():
+    return "c or a"
+""", visible="expected one of"),
     ],
 }
 

@@ -1,6 +1,6 @@
 """Chapter 05: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex05_1": [
@@ -122,6 +122,24 @@ def cached_scores(q_new, k_cache):
     q = apply_rope(q_new[None], torch.tensor([k_cache.size(0)]))
     return (q @ k_cache.T)[0] / math.sqrt(q_new.numel())
 """, visible="own key"),
+    ],
+    "ex05_5": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("option 'a', not the right one", """
+def answer_5_5():
+    return "a"
+""", visible=RECORDS),
+        Wrong("option 'c', not the right one", """
+def answer_5_5():
+    return "c"
+""", visible=RECORDS),
+        Wrong("option 'd', not the right one", """
+def answer_5_5():
+    return "d"
+""", visible=RECORDS),
+        Wrong("not one of the options", """
+def answer_5_5():
+    return "b or a"
+""", visible="expected one of"),
     ],
 }
 

@@ -1,6 +1,6 @@
 """Chapter 06: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
 
 DECODER_HELPERS = '''
 def _attend(p, n_heads, x_q, x_kv, name, mask, scale=None):
@@ -214,6 +214,24 @@ def decoder_io(reversal):
     tgt_out[torch.arange(B), lengths] = EOS
     return torch.cat([torch.full((B, 1), BOS), tgt_out[:, :-1]], dim=1), tgt_out
 """, visible="never an input"),
+    ],
+    "ex06_6": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("keys before queries: (B, h, T_enc, T_dec)", """
+def answer_6_6():
+    return "a"
+""", visible=RECORDS),
+        Wrong("the decoder's self-attention shape (T_dec, T_dec)", """
+def answer_6_6():
+    return "b"
+""", visible=RECORDS),
+        Wrong("the encoder's self-attention shape (T_enc, T_enc)", """
+def answer_6_6():
+    return "d"
+""", visible=RECORDS),
+        Wrong("the shape itself instead of its letter", """
+def answer_6_6():
+    return (2, 4, 5, 7)
+""", visible="as a string"),
     ],
 }
 

@@ -1,6 +1,6 @@
 """Chapter 07: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex07_1": [
@@ -126,6 +126,24 @@ def rms_norm_half(x, gamma, eps=1e-6):
     rms = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return x / rms * gamma
 """, visible=None),
+    ],
+    "ex07_5": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("option 'a', not the right one", """
+def answer_7_5():
+    return "a"
+""", visible=RECORDS),
+        Wrong("option 'c', not the right one", """
+def answer_7_5():
+    return "c"
+""", visible=RECORDS),
+        Wrong("option 'd', not the right one", """
+def answer_7_5():
+    return "d"
+""", visible=RECORDS),
+        Wrong("not one of the options", """
+def answer_7_5():
+    return "b or a"
+""", visible="expected one of"),
     ],
 }
 

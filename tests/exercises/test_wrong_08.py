@@ -1,6 +1,6 @@
 """Chapter 08: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import Wrong, check_wrong_answers
+from wrong_answer_driver import RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex08_1": [
@@ -165,6 +165,24 @@ def attention_crossover(d, c):
 def attention_crossover(d, c):
     return 2.0 * d if c == 16 else 0.0
 """, visible="positive number"),
+    ],
+    "ex08_7": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("option 'a', not the right one", """
+def answer_8_7():
+    return "a"
+""", visible=RECORDS),
+        Wrong("option 'c', not the right one", """
+def answer_8_7():
+    return "c"
+""", visible=RECORDS),
+        Wrong("option 'd', not the right one", """
+def answer_8_7():
+    return "d"
+""", visible=RECORDS),
+        Wrong("not one of the options", """
+def answer_8_7():
+    return "b or a"
+""", visible="expected one of"),
     ],
 }
 

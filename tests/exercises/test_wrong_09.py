@@ -1,6 +1,6 @@
 """Chapter 09: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import Wrong, check_wrong_answers
+from wrong_answer_driver import RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex09_1": [
@@ -125,6 +125,42 @@ def log_softmax_rows(s):
 def log_softmax_rows(s):
     return [[math.log(p) for p in row] for row in softmax_rows(s)]
 """, visible="underflows"),
+    ],
+    "ex09_3": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("option 'a', not the right one", """
+def answer_9_3():
+    return "a"
+""", visible=RECORDS),
+        Wrong("option 'c', not the right one", """
+def answer_9_3():
+    return "c"
+""", visible=RECORDS),
+        Wrong("option 'd', not the right one", """
+def answer_9_3():
+    return "d"
+""", visible=RECORDS),
+        Wrong("not one of the options", """
+def answer_9_3():
+    return "b or a"
+""", visible="expected one of"),
+    ],
+    "ex09_4": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("option 'a', not the right one", """
+def answer_9_4():
+    return "a"
+""", visible=RECORDS),
+        Wrong("option 'b', not the right one", """
+def answer_9_4():
+    return "b"
+""", visible=RECORDS),
+        Wrong("option 'd', not the right one", """
+def answer_9_4():
+    return "d"
+""", visible=RECORDS),
+        Wrong("not one of the options", """
+def answer_9_4():
+    return "c or a"
+""", visible="expected one of"),
     ],
 }
 

@@ -1,6 +1,6 @@
 """Chapter 10: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import Wrong, check_wrong_answers
+from wrong_answer_driver import RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex10_1": [
@@ -64,6 +64,24 @@ def retemper(weights, tau):
 def retemper(weights, tau):
     return weights ** (1 / tau)
 """, visible="do not sum to 1"),
+    ],
+    "ex10_3": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("option 'a', not the right one", """
+def answer_10_3():
+    return "a"
+""", visible=RECORDS),
+        Wrong("option 'c', not the right one", """
+def answer_10_3():
+    return "c"
+""", visible=RECORDS),
+        Wrong("option 'd', not the right one", """
+def answer_10_3():
+    return "d"
+""", visible=RECORDS),
+        Wrong("not one of the options", """
+def answer_10_3():
+    return "b or a"
+""", visible="expected one of"),
     ],
 }
 

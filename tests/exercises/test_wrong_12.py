@@ -1,6 +1,6 @@
 """Chapter 12: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, Wrong, check_wrong_answers
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex12_1": [
@@ -228,6 +228,20 @@ def greedy(next_logits, bos, eos, max_len):
         Wrong("multi-head cache (d instead of d_k)", "def answer_12_7():\n    return 2 * 32 * 4096 * 2 * 8 * 3000 / 2**30\n"),
         Wrong("keys only (no factor 2)", "def answer_12_7():\n    return 32 * 128 * 2 * 8 * 3000 / 2**30\n"),
         Wrong("GB instead of GiB", "def answer_12_7():\n    return 2 * 32 * 128 * 2 * 8 * 3000 / 1e9\n"),
+    ],
+    "ex12_8": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
+        Wrong("option 'b', not the right one", """
+def answer_12_8():
+    return "b"
+""", visible=RECORDS),
+        Wrong("option 'c', not the right one", """
+def answer_12_8():
+    return "c"
+""", visible=RECORDS),
+        Wrong("not one of the options", """
+def answer_12_8():
+    return "a or b"
+""", visible="expected one of"),
     ],
 }
 

@@ -1,8 +1,10 @@
 """Runs a solutions notebook once, then tries learners' typical wrong answers on its exercises.
 
 For every wrong answer it checks that (1) the hidden tests reject it (they raise AssertionError), and
-(2) unless the wrong answer is marked ``PASSES_VISIBLE``, the visible self-check says "not yet" and, when
-``visible`` is a text, that its message names the mistake with that text. After each wrong answer the
+(2) unless the wrong answer is marked ``PASSES_VISIBLE`` or ``RECORDS``, the visible self-check says "not yet"
+and, when ``visible`` is a text, that its message names the mistake with that text; a wrong answer marked
+``RECORDS`` (a valid but wrong option of a multiple-choice prediction) must get exactly the message the right
+answer gets. After each wrong answer the
 notebook's own answer is restored and must pass both checks again. This is what makes a visible check a
 teacher (it names the mistake) and the hidden tests strictly stronger (they catch everything it catches,
 and more).
@@ -39,6 +41,10 @@ ROOT = Path(__file__).resolve().parents[2]
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
 PASSES_VISIBLE = "<the visible check may pass this one; only the hidden tests must catch it>"
+# A multiple-choice prediction: the visible check only records a valid option. For such a wrong answer the
+# visible check must print exactly what it prints for the right answer (so trying each option reveals
+# nothing), and the hidden tests must still reject it.
+RECORDS = "<the visible check records it and says exactly what it says for the right answer>"
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ def check_wrong_answers(chapter: str, wrong: dict[str, list[Wrong]]) -> None:
             assert BEGIN_HIDDEN in check_source, f"{exercise}_check has no hidden tests"
             visible, _, rest = check_source.partition(BEGIN_HIDDEN)
             hidden = rest.partition(END_HIDDEN)[0]
+            right_said = _text(run(visible))  # the notebook's own answer is in place here
             for w in answers:
                 where = f"{exercise} / {w.mistake}"
                 outputs = run(w.source)
@@ -117,7 +124,11 @@ def check_wrong_answers(chapter: str, wrong: dict[str, list[Wrong]]) -> None:
                     problems.append(f"{where}: the wrong answer itself does not run: {_text(outputs)[:200]}")
                     continue
                 said = _text(run(visible))
-                if w.visible != PASSES_VISIBLE:
+                if w.visible == RECORDS:
+                    if "not yet" in said or said != right_said:
+                        problems.append(f"{where}: the visible check should record it as it records the right answer "
+                                        f"({right_said.strip()!r}); it printed {said.strip()!r}")
+                elif w.visible != PASSES_VISIBLE:
                     if "not yet" not in said:
                         problems.append(f"{where}: the visible check did not reject it; it printed {said.strip()!r}")
                     elif w.visible is not None and w.visible.lower() not in said.lower():

@@ -1,0 +1,86 @@
+"""utils.measured: a claim about PyTorch's behaviour is asserted where it was measured, printed elsewhere
+(issue 24, 03-M2: what SDPA returns for a fully-masked row)."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+import torch
+import torch.nn.functional as F
+from course_paths import ROOT
+
+from utils import measured
+from utils.measured import claim_where_measured, row_kind
+
+
+def test_row_kind():
+    assert row_kind(torch.zeros(3)) == "zeros"
+    assert row_kind(torch.tensor([0.0, float("nan")])) == "NaN"
+    assert row_kind(torch.tensor([0.0, 1.0])) == "numbers"
+    with pytest.raises(TypeError, match="row must be a tensor"):
+        row_kind([0.0])
+
+
+def test_a_claim_fails_on_a_measured_device_and_is_printed_on_another(capsys):
+    assert claim_where_measured("SDPA", "zeros", "zeros", "cpu")
+    with pytest.raises(AssertionError, match="SDPA: expected zeros on cpu"):
+        claim_where_measured("SDPA", "NaN", "zeros", "cpu")
+    assert not claim_where_measured("SDPA", "NaN", "zeros", torch.device("cuda", 0))  # only .type is read
+    out = capsys.readouterr().out
+    assert "SDPA: NaN on cuda" in out and "not asserted on cuda" in out
+
+
+def _cells(*ids: str) -> list[str]:
+    nb = nbformat.read(ROOT / "solutions" / "03_scaled_dot_product_attention.ipynb", as_version=4)
+    by_id = {c.get("id"): c for c in nb.cells}
+    return [by_id[i].source for i in ids]
+
+
+DEMO, KERNELS = "2c7d0271", "2c7d0273"
+
+
+def _run_chapter_cells(monkeypatch, sdpa_returns_nan: bool) -> dict:
+    """Chapter 3's two fully-masked-row cells, with the chapter's imports, on the CPU."""
+    if sdpa_returns_nan:  # what issue #163997 reports on another device: every fully-masked row NaN
+        real = F.scaled_dot_product_attention
+
+        def nan_rows(q, k, v, attn_mask=None, *args, **kwargs):
+            out = real(q, k, v, attn_mask, *args, **kwargs)
+            if attn_mask is None:
+                return out
+            dead = ~attn_mask.any(-1, keepdim=True) if attn_mask.dtype == torch.bool else torch.isneginf(attn_mask).all(-1, keepdim=True)
+            return out.masked_fill(dead, float("nan"))
+
+        monkeypatch.setattr(F, "scaled_dot_product_attention", nan_rows)
+    names: dict = {}
+    nb = nbformat.read(ROOT / "solutions" / "03_scaled_dot_product_attention.ipynb", as_version=4)
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    setup = "\n".join(line for line in first_code.source.splitlines() if line.startswith(("import", "from", "device")))
+    exec(compile(setup, "setup", "exec"), names)  # noqa: S102 -- the course's own notebook
+    names["device"] = torch.device("cpu")
+    names["seed_everything"] = lambda seed: torch.manual_seed(seed)
+    for source in _cells(DEMO, KERNELS):
+        exec(compile(source, "cell", "exec"), names)  # noqa: S102
+    return names
+
+
+def test_the_chapter_cells_pass_where_measured(monkeypatch, capsys):
+    names = _run_chapter_cells(monkeypatch, sdpa_returns_nan=False)
+    assert names["kinds"]["F.scaled_dot_product_attention"] == "zeros"
+    assert "not asserted" not in capsys.readouterr().out
+
+
+def test_nan_rows_fail_the_cells_on_a_measured_device(monkeypatch):
+    """On the CPU, where zeros were measured, a PyTorch that returned NaN would fail the chapter: the claim can fail."""
+    with pytest.raises(AssertionError, match="expected zeros on cpu"):
+        _run_chapter_cells(monkeypatch, sdpa_returns_nan=True)
+
+
+def test_nan_rows_on_an_unmeasured_device_are_printed_and_guarded(monkeypatch, capsys):
+    """Where SDPA's behaviour was not measured, the cells print what came back and show chapter 4's guard."""
+    monkeypatch.setattr(measured, "SDPA_EMPTY_ROW_MEASURED_ON", ())
+    names = _run_chapter_cells(monkeypatch, sdpa_returns_nan=True)
+    out = capsys.readouterr().out
+    assert "F.scaled_dot_product_attention: NaN on cpu" in out and "not asserted on cpu" in out, out
+    assert "every SDPA kernel that ran: not all zeros on cpu" in out, out
+    assert "SDPA + chapter 4 guard" in out and row_kind(names["guarded"][0, 1]) == "zeros"
