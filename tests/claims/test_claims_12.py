@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 from pathlib import Path
@@ -81,8 +82,15 @@ def test_recipe_claims(seed):
     results = recipe_ablation(seed, arms=LIVE_ARMS, steps=ABLATION_STEPS, main_steps=MAIN_STEPS, test_size=500)
     assert set(results) == {"main", "main, averaged", *LIVE_ARMS}
     _check(seed, results)
+    # The stored figures are this run's (one thread, same code) only on the kind of CPU that recorded them: on
+    # another instruction set the same seed trains to a different model (measured: exact match 0.012-0.070
+    # apart on seeds 0-9 between the recording machine and an AVX-512 one). So the stored-equals-live check runs
+    # where the recording names this machine's capability; the claim itself is asserted live above everywhere.
+    context = json.loads((RECORDED / "12_recipe_ablation.json").read_text()).get("context", {})
+    if context.get("cpu_capability") != torch.backends.cpu.get_cpu_capability():
+        return
     recorded = arms_of(_recorded("12_recipe_ablation")[seed])
-    for arm, scores in results.items():  # the stored figures are this run's (one thread, same code)
+    for arm, scores in results.items():
         for metric in ("exact", "confidence"):
             assert abs(recorded[arm][metric] - scores[metric]) <= 0.01, (
                 f"seed {seed}, {arm}: recorded {metric} {recorded[arm][metric]:.3f}, live {scores[metric]:.3f}: "
