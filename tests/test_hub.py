@@ -173,7 +173,9 @@ def test_hub_serves_collects_and_grades_a_class(hub, class_users, tmp_path):
         for exercise in course.automatic:
             line = next((ln for ln in printed.splitlines() if ln.startswith(f"Exercise {exercise.label}:")), "")
             if state == "right":
-                assert line == f"Exercise {exercise.label}: passed", (line, [r["error"] for r in results])
+                # a multiple-choice prediction is recorded, never judged, by its visible check (README, "For authors")
+                assert line == f"Exercise {exercise.label}: passed" or "your prediction is recorded" in line, (
+                    line, [r["error"] for r in results])
             else:
                 assert line and not line.endswith(": passed"), line
         saved = requests.put(f"{base}/contents/{name}", headers=headers, timeout=60,
