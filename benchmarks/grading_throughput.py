@@ -64,17 +64,21 @@ def measure_one(subs: Path, out: Path, jobs: int, extra: list[str]) -> dict:
             "load_before": round(load_before[0], 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
+def _graded_at_jobs_2(data: dict):
+    """Per chapter graded at --jobs 2: (chapter, its rows, rows by --jobs, the --jobs 2 row, start-up seconds)."""
+    for chapter, rows in sorted(data["chapters"].items()):
+        by_jobs = {r["jobs"]: r for r in rows}
+        two = by_jobs.get(2)
+        if two is not None:
+            yield chapter, rows, by_jobs, two, two["wall_s"] - two["after_reference_s"]
+
+
 def table(data: dict, class_size: int = 30) -> str:
     """The README's table: per chapter, seconds per notebook at each --jobs, and a class of ``class_size``."""
     lines = [f"| chapter | class graded | s per notebook, --jobs 1 | s per notebook, --jobs 2 | start and reference run (s) "
              f"| CPU s per notebook | load average | a class of {class_size}, --jobs 2 |",
              "|---|---|---|---|---|---|---|---|"]
-    for chapter, rows in sorted(data["chapters"].items()):
-        by_jobs = {r["jobs"]: r for r in rows}
-        two = by_jobs.get(2)
-        if two is None:
-            continue
-        start = two["wall_s"] - two["after_reference_s"]
+    for chapter, rows, by_jobs, two, start in _graded_at_jobs_2(data):
         loads = [x for r in rows for x in (r["load_before"], r["load_after"])]
         if two["students"] == class_size:
             whole = f"{two['wall_s'] / 60:.0f} min (measured)"
@@ -93,12 +97,7 @@ def plan(data: dict, class_size: int = 30) -> str:
     is an estimate, and the sentence says so: its line is (start and reference run) + N x (s per notebook).
     """
     measured, estimated, speedups = [], [], []
-    for chapter, rows in sorted(data["chapters"].items()):
-        by_jobs = {r["jobs"]: r for r in rows}
-        two = by_jobs.get(2)
-        if two is None:
-            continue
-        start = two["wall_s"] - two["after_reference_s"]
+    for chapter, _rows, by_jobs, two, start in _graded_at_jobs_2(data):
         line = f"chapter {chapter} about {start / 60:.1f} + {two['per_notebook_s'] / 60:.2f} × N minutes"
         (measured if two["students"] >= class_size else estimated).append((chapter, line, two["students"]))
         if 1 in by_jobs:
