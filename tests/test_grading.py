@@ -43,6 +43,7 @@ Issue 31 (round three): the attacks are in the class graded here (stack_walk_08,
 from __future__ import annotations
 
 import ast
+import copy
 import csv
 import json
 import os
@@ -875,6 +876,25 @@ def test_records_are_read_without_following_links(tmp_path):
     real_fd = safeio.open_dir(real)
     assert plaindata.load(real_fd, "probe_0") == {"status": "value", "value": 4.0}
     os.close(real_fd)
+
+
+def test_a_notebook_without_cell_ids_is_read_as_the_course_s_cells():
+    """A notebook saved in nbformat 3 (no cell ids; read as version 4, it gets new ones) has the same answers as the nbformat 4 original and no
+    added cells: its read-only cells are matched by their text. Before, every one of them ran as "a cell you
+    added at the top", all before the first answer, and one over the cell's CPU limit failed the whole
+    chapter (the final CI of 2026-12-02: 0 of 9 points for a right nbformat-3 submission)."""
+    chapter = grading.Chapter(CH03.path)
+    original = CH03.notebook({e.grade_id: "right" for e in CH03.exercises})
+    answers, extras, _ = grading.split_submission(chapter, original)
+    old = nbformat.reads(nbformat.writes(nbformat.convert(copy.deepcopy(original), 3)), as_version=4)
+    assert not {c.get("id") for c in old.cells} & {c.get("id") for c in original.cells}  # none of the ids kept
+    old_answers, old_extras, _ = grading.split_submission(chapter, old)
+    assert (old_answers, old_extras) == (answers, extras) and extras == {}, (list(old_extras), len(old_extras.get(None, [])))
+    # A cell the learner added to such a notebook is still added, after the cell it follows.
+    cells = list(old.cells)
+    cells.insert(4, nbformat.v4.new_code_cell("x_added = 1"))
+    _, added, _ = grading.split_submission(chapter, nbformat.from_dict({**old, "cells": cells}))
+    assert added == {chapter.solution.cells[3].get("id"): ["x_added = 1"]}, added
 
 
 def test_reference_values_never_touch_the_disk():

@@ -341,6 +341,13 @@ def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tup
     }
     manual_ids = {e.grade_id for e in chapter.manual}
     check_ids = {f"{e.grade_id}_check" for e in chapter.exercises}
+    # A notebook saved in nbformat < 4.5 has no cell ids (reading it as version 4 makes up new ones): when no
+    # cell id is the course's, a cell whose text is a released cell's is that cell.
+    by_source = {}
+    if not any(isinstance(c, dict) and c.get("id") in known_ids for c in submission.cells):
+        for solution_cell, learner_cell in zip(chapter.solution.cells, chapter.learner_cells):
+            if solution_cell.get("id") and learner_cell is not None:
+                by_source.setdefault((learner_cell.get("cell_type"), learner_cell.source.strip()), solution_cell["id"])
     answers: dict[str, str] = {}
     texts: dict[str, str] = {}
     extras: dict[str | None, list[str]] = {}
@@ -352,9 +359,11 @@ def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tup
         meta = metadata.get("nbgrader") if isinstance(metadata.get("nbgrader"), dict) else {}
         grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
         cell_id = cell.get("id") if isinstance(cell.get("id"), str) else None
+        source = _cell_text(cell)
+        if by_source and grade_id is None:
+            cell_id = by_source.get((cell.get("cell_type"), source.strip()), cell_id)
         if grade_id not in chapter.answer_ids | manual_ids and cell_id in by_cell_id:
             grade_id = by_cell_id[cell_id]  # metadata stripped, cell id kept
-        source = _cell_text(cell)
         # An answer in several cells with the same grade id (JupyterLab's "split cell" copies the metadata,
         # and so does a copy of the cell) counts as all of them, run in their order, as in the notebook.
         if grade_id in manual_ids:
