@@ -213,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, experiment in sorted(found.items()):
         print(f"{name}: seeds {CLAIM_SEEDS[0]}-{CLAIM_SEEDS[-1]} ...", flush=True)
         results = run_seeds(experiment, CLAIM_SEEDS)
-        path = save_results(args.out / f"{name}.json", name, results)
+        # Where they were measured: the same seed trains to another model on another instruction set or
+        # torch version (chapter 12's stored-equals-live check runs only where these match).
+        path = save_results(args.out / f"{name}.json", name, results, threads=torch.get_num_threads(),
+                            cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__)
         print(f"  wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
 import shlex
 import subprocess
@@ -154,5 +155,9 @@ def test_only_records_the_named_results_and_they_reproduce_the_stored_ones(tmp_p
     assert [p.name for p in tmp_path.iterdir()] == ["09_scratch_agreement.json"]
     stored = ledger_tool.OUT_DIR / "09_scratch_agreement.json"
     assert (tmp_path / "09_scratch_agreement.json").read_text() == stored.read_text()
+    # A recording says where it was made: one thread, this CPU's instruction set, this torch.
+    context = json.loads(stored.read_text())["context"]
+    assert context == {"threads": 1, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                       "torch": torch.__version__}, context
     assert ledger_tool.main(["09", "--only", "09_no_such_result", "--out", str(tmp_path)]) == 1
     assert "no claims module records ['09_no_such_result']" in capsys.readouterr().out

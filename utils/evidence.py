@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from utils.device import one_thread
+
 __all__ = [
     "CLAIM_SEEDS",
     "Spread",
@@ -75,6 +77,7 @@ class Paired:
         )
 
 
+@one_thread  # each seed gives the same numbers on any load
 def run_seeds(experiment: Callable[[int], Mapping[str, float]], seeds: Iterable[int] = CLAIM_SEEDS) -> dict[int, dict[str, float]]:
     """Run ``experiment(seed)`` for each seed; return ``{seed: {metric: value}}`` (values as floats)."""
     results: dict[int, dict[str, float]] = {}

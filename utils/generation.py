@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils.device import one_thread
 from utils.layernorm import LayerNorm
 from utils.multihead import MultiHeadAttention, merge_heads, split_heads
 from utils.positional import sinusoidal_encoding
@@ -209,6 +210,7 @@ class GPT(nn.Module):
         return self.norm(x) @ self.embed.weight.T  # (B, T_new, V): tied output projection
 
 
+@one_thread  # the same model for a seed on any load (utils.device)
 def train_gpt(ids: torch.Tensor, vocab_size: int, seed: int = 0, steps: int = 150, batch: int = 8,
               context: int = 32, lr: float = 6e-3, warmup: int = 30, d_model: int = 64, num_layers: int = 2,
               d_ff: int = 256, dropout: float = 0.0, device: torch.device | str = "cpu") -> tuple[GPT, list[float]]:

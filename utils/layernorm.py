@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils.device import one_thread
 from utils.transformer_blocks import EncoderBlock
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -155,6 +156,7 @@ def transformer_lr(step: int, d_model: int, warmup: int = 4000) -> float:
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
+@one_thread  # the same model for a seed on any load (utils.device)
 def train_norm_stack(
     depth: int, norm_first: bool, lr: float, warmup: int = 0, steps: int = 80, seed: int = 0,
     d_model: int = 32, n_heads: int = 4, vocab: int = 16, length: int = 8, batch: int = 32,

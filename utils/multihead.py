@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from utils import validate  # the argument checks, kept out of the way of the mathematics
 from utils.attention import scaled_dot_product_attention
+from utils.device import one_thread
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -316,6 +317,7 @@ def pairs_report(model: PairsModel, batch: dict[str, torch.Tensor], layer: int =
     )
 
 
+@one_thread  # the same model for a seed on any load (utils.device)
 def train_pairs_model(
     num_heads: int,
     num_layers: int = 1,

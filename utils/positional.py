@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from utils import validate  # the argument checks
+from utils.device import one_thread
 from utils.multihead import MultiHeadAttention
 
 
@@ -246,6 +247,7 @@ class PositionProbe(nn.Module):
         return self.readout(hidden)  # (B, T, vocab)
 
 
+@one_thread  # the same model for a seed on any load (utils.device)
 def train_position_probe(
     encoding: str, length: int = 24, steps: int = 400, seed: int = 0, device: torch.device | str = "cpu"
 ) -> PositionProbe:

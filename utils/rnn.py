@@ -10,6 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils.device import one_thread
+
 
 def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -239,6 +241,7 @@ class LastTokenAttentionClassifier(nn.Module):
         return self.head(out[:, 0])
 
 
+@one_thread  # the same model for a seed on any load (utils.device)
 def train_classifier(
     model: nn.Module,
     make_batch,

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils.device import one_thread
 from utils.evidence import Paired, paired
 from utils.layernorm import LayerNorm
 from utils.multihead import MultiHeadAttention
@@ -381,6 +382,7 @@ def training_batches(
     return [date_examples(batch, data, "train", device) for _ in range(steps)]
 
 
+@one_thread  # the same model for a seed on any load (utils.device)
 def train_translator(
     seed: int = 0,
     steps: int = 600,

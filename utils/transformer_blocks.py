@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils.device import one_thread
 from utils.multihead import MultiHeadAttention
 from utils.positional import sinusoidal_encoding
 
@@ -485,6 +486,7 @@ def _greedy_steps(model: Seq2Seq, src: torch.Tensor, max_len: int) -> torch.Tens
     return torch.cat([result, pad], dim=1)  # (B, max_len)
 
 
+@one_thread  # the same model for a seed on any load (utils.device)
 def train_seq2seq(
     model: Seq2Seq, steps: int, lr: float = 3e-3, batch: int = 64, min_len: int = 2, max_len: int = 8,
     sampling_prob: float = 0.0, seed: int = 0, warmup: int = 20, snapshot_at: tuple[int, ...] = (),

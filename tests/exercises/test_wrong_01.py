@@ -165,6 +165,10 @@ def growth_threshold(T=50):
 def growth_threshold(T=50):
     return 1.15
 """, visible="measure at the T you are given"),
+        Wrong("a step function fitted to the lengths the checks use, no loop", """
+def growth_threshold(T=50):
+    return 1.15 if T <= 50 else (1.2 if T < 80 else 1.25)
+""", visible=PASSES_VISIBLE),
         Wrong("a value off the grid", """
 def growth_threshold(T=50):
     return 1.13
