@@ -36,11 +36,17 @@ def _cells(*ids: str) -> list[str]:
     return [by_id[i].source for i in ids]
 
 
-DEMO, KERNELS = "2c7d0271", "2c7d0273"
+DEMO, KERNELS = "2c7d0271", "2c7d0273"  # section 6: the fully-masked row per function, then per kernel
+ATTENTION, AGREEMENT, WEIGHTS, DIFFERENCE = "f6e84a49", "5b32c3fc", "b60422a5", "b60422b0"  # sections 7 and 8
+CELLS = (DEMO, KERNELS, ATTENTION, AGREEMENT, WEIGHTS, DIFFERENCE)
 
 
-def _run_chapter_cells(monkeypatch, sdpa_returns_nan: bool) -> dict:
-    """Chapter 3's two fully-masked-row cells, with the chapter's imports, on the CPU."""
+def _run_chapter_cells(monkeypatch, sdpa_returns_nan: bool, measured_for_weights: tuple[str, ...] | None = None) -> dict:
+    """Chapter 3's fully-masked-row cells, with the cells they need and the chapter's imports, on the CPU.
+
+    ``measured_for_weights`` rebinds ``SDPA_EMPTY_ROW_MEASURED_ON`` (the name the chapter imported) for section
+    8's weights cell alone.
+    """
     if sdpa_returns_nan:  # what issue #163997 reports on another device: every fully-masked row NaN
         real = F.scaled_dot_product_attention
 
@@ -59,21 +65,39 @@ def _run_chapter_cells(monkeypatch, sdpa_returns_nan: bool) -> dict:
     exec(compile(setup, "setup", "exec"), names)  # noqa: S102 -- the course's own notebook
     names["device"] = torch.device("cpu")
     names["seed_everything"] = lambda seed: torch.manual_seed(seed)
-    for source in _cells(DEMO, KERNELS):
-        exec(compile(source, "cell", "exec"), names)  # noqa: S102
+    for cell_id, source in zip(CELLS, _cells(*CELLS), strict=True):
+        if cell_id == WEIGHTS and measured_for_weights is not None:
+            names["SDPA_EMPTY_ROW_MEASURED_ON"] = measured_for_weights
+        exec(compile(source, f"cell {cell_id}", "exec"), names)  # noqa: S102
     return names
 
 
 def test_the_chapter_cells_pass_where_measured(monkeypatch, capsys):
     names = _run_chapter_cells(monkeypatch, sdpa_returns_nan=False)
+    out = capsys.readouterr().out
     assert names["kinds"]["F.scaled_dot_product_attention"] == "zeros"
-    assert "not asserted" not in capsys.readouterr().out
+    assert "not asserted" not in out
+    # section 6's kernel cell: 4-D inputs, the four kernels named, the two that ran on the CPU
+    assert tuple(names["q_4d"].shape) == (1, 2, 3, 8) and names["held"] is True
+    assert "kernels tried: MATH, FLASH_ATTENTION, EFFICIENT_ATTENTION, CUDNN_ATTENTION" in out, out
+    assert "ran on cpu, 4-D inputs: MATH, FLASH_ATTENTION; 3-D (B, T, d) inputs of the cell above: MATH" in out, out
+    # section 8's weights cell compared the fully-masked row too, and the difference is printed with its meaning
+    assert (names["empty_out"][0, 1] == 0).all() and (names["fused"][0, 1] == 0).all()
+    assert "largest |ours - SDPA| over the rows with an allowed key:" in out, out
 
 
 def test_nan_rows_fail_the_cells_on_a_measured_device(monkeypatch):
     """On the CPU, where zeros were measured, a PyTorch that returned NaN would fail the chapter: the claim can fail."""
     with pytest.raises(AssertionError, match="expected zeros on cpu"):
         _run_chapter_cells(monkeypatch, sdpa_returns_nan=True)
+
+
+def test_the_weights_cell_compares_the_fully_masked_row_where_measured(monkeypatch):
+    """Section 8's weights cell fails on its own where zeros were measured and SDPA returned NaN (section 6's
+    cells, told the device is unmeasured, only print): its comparison of the fully-masked row is not dead code."""
+    monkeypatch.setattr(measured, "SDPA_EMPTY_ROW_MEASURED_ON", ())
+    with pytest.raises(AssertionError, match="fully-masked row, ours vs SDPA"):
+        _run_chapter_cells(monkeypatch, sdpa_returns_nan=True, measured_for_weights=("cpu",))
 
 
 def test_nan_rows_on_an_unmeasured_device_are_printed_and_guarded(monkeypatch, capsys):
@@ -83,4 +107,8 @@ def test_nan_rows_on_an_unmeasured_device_are_printed_and_guarded(monkeypatch, c
     out = capsys.readouterr().out
     assert "F.scaled_dot_product_attention: NaN on cpu" in out and "not asserted on cpu" in out, out
     assert "every SDPA kernel that ran: not all zeros on cpu" in out, out
+    assert "every kernel that ran on cpu returned zeros for the fully-masked row: False" in out, out
     assert "SDPA + chapter 4 guard" in out and row_kind(names["guarded"][0, 1]) == "zeros"
+    # section 8's weights cell ran to its end: ours is zeros, SDPA's NaN row was not compared, the other rows were
+    assert row_kind(names["empty_out"][0, 1]) == "zeros" and row_kind(names["fused"][0, 1]) == "NaN"
+    assert "rows with an allowed key: ours == SDPA within the tolerance policy" in out, out

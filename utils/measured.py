@@ -2,10 +2,10 @@
 
 Hand-written (not generated from a chapter). Some behaviours differ by device, backend and version (what
 ``F.scaled_dot_product_attention`` returns for a query that may attend to no key is one: zeros on the CPU
-here, NaN in reports from other devices and versions). DESIGN.md asks that such a claim be asserted only
-for the devices on which it was measured. :func:`claim_where_measured` does that: on a measured device a
-different outcome fails the cell; on any other device it prints what came back and does not pretend to
-know.
+here, NaN in reports from other devices and versions). The course's rule for such a claim: state it per
+device, and assert it only on the devices on which it was measured; on any other device, print what came
+back and claim nothing. :func:`claim_where_measured` does that: on a measured device a different outcome
+fails the cell; on any other device it prints what came back and does not pretend to know.
 """
 
 from __future__ import annotations
