@@ -21,6 +21,30 @@ pytestmark = pytest.mark.browser
 NOTEBOOK = "03_scaled_dot_product_attention.ipynb"
 
 
+# What issue 30.6 saw in Lab, as a page raises or prints it; lab_page must fail on each (test below).
+BAD_PAGES = {
+    "version": ("<script>console.warn('Unsatisfied version 4.5.11 from @jupyterlab/application-top of shared "
+                "singleton module @jupyterlab/notebook (required ^4.6.2)')</script>", "console warned 1 times"),
+    "page error": ("<script>undefined.node</script>", "raised in the page"),
+    "news": ("<div class='Toastify__toast'>Would you like to get notified about official Jupyter news?</div>",
+             "asked about Jupyter news"),
+}
+
+
+@pytest.mark.parametrize("kind", BAD_PAGES)
+def test_lab_page_fails_on_a_version_warning_a_page_error_and_the_news_prompt(kind):
+    """The Lab tests' guard (browser.lab_page) can fail: a page with one such problem does not pass it."""
+    require_chromium()
+    html, message = BAD_PAGES[kind]
+    with pytest.raises(AssertionError, match=message):
+        with lab_page(f"lab_guard_{kind.replace(' ', '_')}") as tab:
+            tab.page.set_content(f"<html><body><p>a page</p>{html}</body></html>")
+            tab.page.wait_for_timeout(200)  # console and page-error events reach Playwright
+    with lab_page("lab_guard_clean") as tab:  # and the same page without the problem passes
+        tab.page.set_content("<html><body><p>a page</p></body></html>")
+        tab.page.wait_for_timeout(200)
+
+
 @pytest.fixture()
 def jupyterlab(tmp_path):
     """JupyterLab on 127.0.0.1 over a scratch workspace (so nothing in the repo is saved over).

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from course_paths import ROOT
@@ -141,3 +144,67 @@ def test_the_learner_installs_a_subset_of_everything():
     learner, everything = pins("requirements-learner.txt"), pins("requirements.txt")
     assert learner <= everything, f"only in the learner's file: {sorted(learner - everything)}"
     assert {"torch==2.13.0", "-e ."} <= learner and not any("jupyter-book" in p or "pytest" in p for p in learner)
+
+
+# --- one consistent JupyterLab (issue 30.6) ---------------------------------------------------------
+# A Lab extension's webpack bundle names the version of each shared JupyterLab package it was built against;
+# under another Lab, the browser's console says "Unsatisfied version 4.5.11 ... (required ^4.6.2)" on every
+# load (jupyterlab_widgets 3.0.17 under JupyterLab 4.5). Read from the installed files, without a browser.
+_REQUIRED_AS_TEXT = re.compile(r'shareKey:"(@jupyterlab/[\w-]+)",[^}]*?requiredVersion:"\^(\d+)\.(\d+)\.(\d+)"')
+_REQUIRED_AS_ARRAY = re.compile(  # minified (jupyterlab-myst) or not (jupyterlab_widgets 3.0.16)
+    r'"default",\s*"(@jupyterlab/[\w-]+)",\s*(?:!\d|true|false),\s*\[(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\]')
+
+
+def shared_requirements(extension: Path) -> set[tuple[str, int, tuple[int, int, int]]]:
+    """(package, leading parts that must be equal, lowest version) for each shared @jupyterlab package."""
+    found = set()
+    for script in (extension / "static").glob("*.js"):
+        text = script.read_text(encoding="utf-8", errors="replace")
+        for name, *version in _REQUIRED_AS_TEXT.findall(text):  # "^4.6.2": the major version fixed
+            found.add((name, 1 if int(version[0]) else 2, tuple(map(int, version))))
+        for name, fixed, *version in _REQUIRED_AS_ARRAY.findall(text):  # webpack's [1, 4, 6, 9] is ^4.6.9
+            found.add((name, int(fixed), tuple(map(int, version))))
+    return found
+
+
+def satisfied(version: tuple[int, ...], fixed: int, lowest: tuple[int, ...]) -> bool:
+    return version[:fixed] == lowest[:fixed] and version >= lowest
+
+
+def test_the_version_check_reads_both_forms_and_can_fail(tmp_path):
+    static = tmp_path / "ext" / "static"
+    static.mkdir(parents=True)
+    (static / "remoteEntry.js").write_text(
+        '{shareKey:"@jupyterlab/notebook",import:null,requiredVersion:"^4.6.2",strictVersion:!1}'
+        ' j("default","@jupyterlab/apputils",!1,[1,4,6,9])'
+        ' loadSingletonVersion("default", "@jupyterlab/services", false, [1,7,4,6])')
+    found = shared_requirements(tmp_path / "ext")
+    assert found == {("@jupyterlab/notebook", 1, (4, 6, 2)), ("@jupyterlab/apputils", 1, (4, 6, 9)),
+                     ("@jupyterlab/services", 1, (7, 4, 6))}
+    assert not satisfied((4, 5, 11), 1, (4, 6, 2)) and satisfied((4, 6, 11), 1, (4, 6, 9))
+    assert not satisfied((5, 0, 0), 1, (4, 6, 2))
+
+
+def test_every_lab_extension_fits_the_installed_jupyterlab():
+    """Each installed Lab extension's shared @jupyterlab packages are satisfied by this JupyterLab's own
+    versions (share/jupyter/lab/static/package.json), and `jupyter labextension list` calls none of them
+    "not compatible" (jupyterlab-myst 2.7 under JupyterLab 4.6: it wants @jupyter/ydoc 3, Lab 4.6 has 4)."""
+    share = Path(sys.prefix) / "share" / "jupyter"
+    lab = json.loads((share / "lab" / "static" / "package.json").read_text())
+    versions = {name: tuple(map(int, re.findall(r"\d+", spec)[:3]))
+                for name, spec in lab["resolutions"].items() if re.fullmatch(r"~\d+\.\d+\.\d+", spec)}
+    extensions = [p.parent for p in (share / "labextensions").glob("**/package.json") if (p.parent / "static").is_dir()]
+    names = {json.loads((e / "package.json").read_text())["name"] for e in extensions}
+    assert {"@jupyter-widgets/jupyterlab-manager", "jupyterlab-myst"} <= names, names
+    unmet, reading = [], set()
+    for extension in extensions:
+        for name, fixed, lowest in shared_requirements(extension):
+            if name in versions:
+                reading.add(extension.name)
+                if not satisfied(versions[name], fixed, lowest):
+                    unmet.append(f"{extension.name}: {name} {lowest} (JupyterLab has {versions[name]})")
+    assert reading >= {"jupyterlab-manager", "jupyterlab-myst"}, f"requirements read only from {reading}: a new bundle format?"
+    assert unmet == [], f"{len(unmet)} unsatisfied: {unmet}"
+    listed = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True,
+                            text=True, timeout=120)
+    assert "not compatible" not in listed.stdout + listed.stderr, listed.stdout + listed.stderr
