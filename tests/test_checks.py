@@ -207,3 +207,19 @@ def test_the_hand_in_check_counts_a_recorded_prediction_as_answered():
     message = checks.prediction("a", ["a", "b"]).message
     assert handin._ready(message) and handin._ready(checks.choice_form("a", ["a", "b"]).message)
     assert handin._ready("passed") and not handin._ready("not yet. your choice: 'e' is not one of the options")
+
+
+def test_predicted_gates_the_result_on_the_prediction(capsys):
+    """The cell that shows a prediction's result runs only once the prediction is made; a stub or a broken
+    answer gets a one-line reminder naming the exercise, never a traceback."""
+    def stub():
+        raise NotImplementedError("Exercise 1.4: not attempted yet")
+
+    def broken():
+        return undefined_name  # noqa: F821 - the learner's NameError
+
+    assert checks.predicted(stub, "1.4") is False
+    assert capsys.readouterr().out == "Make your prediction in Exercise 1.4 first; then run this cell.\n"
+    assert checks.predicted(broken, "2.3") is False
+    assert capsys.readouterr().out == "Exercise 2.3's answer raised NameError: fix it first; then run this cell.\n"
+    assert checks.predicted(lambda: "b", "1.4") is True and capsys.readouterr().out == ""

@@ -188,3 +188,44 @@ def test_no_visible_check_confirms_a_multiple_choice_answer(path):
         assert not found, f"{path.name}: a visible check confirms a multiple-choice answer: {visible.strip()[:160]}"
         if "check.prediction(" in visible:
             assert hidden_begins and "check.choice(" in rest, f"{path.name}: a prediction without a hidden check.choice"
+
+
+def test_what_learners_read_never_sends_them_to_a_file_they_do_not_have():
+    """The design document lives beside the repository, not in it: a learner's notebook, the library they
+    import, the book and the README must state a rule, not cite DESIGN.md (found in utils/measured.py,
+    utils/validate.py and chapter 11 by two reviews)."""
+    root = ROOT
+    assert not (root / "DESIGN.md").exists()
+    readable = [root / "README.md", *sorted((root / "utils").rglob("*.py")), *sorted((root / "solutions").glob("*.ipynb")),
+                *sorted((root / "chapters").glob("*.ipynb")), *sorted((root / "book").rglob("*.md"))]
+    citing = [str(p.relative_to(root)) for p in readable if "DESIGN.md" in p.read_text(errors="replace")]
+    assert citing == [], f"these cite DESIGN.md, which is not in the repository: {citing}"
+
+
+def _text_outputs(cell) -> str:
+    text = []
+    for output in cell.get("outputs", []):
+        text.append("".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", "")))
+    return "".join(text)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_a_prediction_s_result_waits_for_the_prediction(path):
+    """Issue 24 (hostile review F1, F2): the cell that shows a prediction's result stored that result in the
+    learner's copy (chapters/), and its assertion stated the answer in its source. In chapters/, every cell
+    gated by ``check.predicted`` (and the cell after a prediction's check that sends the learner there) stores
+    only the reminder, and its source asserts nothing."""
+    cells = nbformat.read(path, as_version=4).cells
+    gated = [i for i, c in enumerate(cells) if c.cell_type == "code"
+             and ("check.predicted(" in c.source or "first; then run this cell" in c.source)]
+    for i, cell in enumerate(cells):
+        if cell.cell_type == "code" and "check.prediction(" in cell.source and "then=" not in cell.source:
+            following = next(j for j in range(i + 1, len(cells)) if cells[j].cell_type == "code")
+            assert "check.predicted(" in cells[following].source, (
+                f"cell {following + 1} shows the result of the prediction checked in cell {i + 1} without waiting for it")
+            gated.append(following)
+    for i in sorted(set(gated)):
+        shown = _text_outputs(cells[i])
+        assert "first; then run this cell" in shown and len(shown.splitlines()) == 1, (
+            f"cell {i + 1} stores more than the reminder: {shown[:200]!r}")
+        assert not re.search(r"^\s*assert\b", cells[i].source, re.M), f"cell {i + 1}'s source asserts the answer"

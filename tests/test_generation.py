@@ -118,6 +118,17 @@ def test_next_token_rules():
             next_token(logits, **({"temperature": 1.0} | kwargs))
 
 
+def test_next_token_refuses_a_row_with_every_token_ruled_out():
+    """Issue 26: a row of -inf gave torch.multinomial's "probability tensor contains inf, nan" (and the greedy
+    argmax silently picked token 0); the row is named instead, for every temperature."""
+    logits = torch.tensor([[0.0, 3.0, 1.0], [float("-inf")] * 3])
+    for temperature in (0.0, 1.0):
+        with pytest.raises(ValueError, match="logits row 1 is -inf for every token"):
+            next_token(logits, temperature)
+    partly = torch.tensor([[float("-inf"), 3.0, float("-inf")]])  # one token left: always drawn
+    assert next_token(partly, 1.0, generator=torch.Generator().manual_seed(0)).item() == 1
+
+
 def test_temperature_lowers_entropy():
     logits = torch.randn(8, 30, generator=torch.Generator().manual_seed(4))
 

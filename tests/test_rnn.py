@@ -96,6 +96,24 @@ def test_invalid_input_gives_a_clear_error(make, message):
         make()
 
 
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: RNN(3, 4)(torch.randn(2, 5, 3, dtype=torch.float64)),
+         r"x must have the weights' dtype and device \(torch.float32 on cpu\), got torch.float64 on cpu"),
+        (lambda: RNN(3, 4)(torch.ones(2, 5, 3, dtype=torch.int64)), r"x must have .* got torch.int64 on cpu"),
+        (lambda: RNN(3, 4)(torch.empty(2, 5, 3, device="meta")), r"x must have .* got torch.float32 on meta"),
+        (lambda: RNN(3, 4)(torch.randn(2, 5, 3), torch.zeros(2, 4, dtype=torch.float64)),
+         r"h_prev must have .* got torch.float64"),
+        (lambda: RNNCell(3, 4)(torch.randn(2, 3).half(), torch.zeros(2, 4)), r"x_t must have .* got torch.float16"),
+    ],
+)
+def test_input_unlike_the_weights_names_the_argument_dtype_and_device(make, message):
+    """Issue 26: float64, int64 or meta input gave PyTorch's matmul traceback; now the argument is named."""
+    with pytest.raises(TypeError, match=message):
+        make()
+
+
 def test_bptt_regimes_returns_plain_numbers_and_the_bound_holds():
     regimes = bptt_regimes(seed=3, length=30)
     assert set(regimes) == {"worst_over_bound", "rate_below", "ratio_at_one", "ratio_above", "rho_growth_100"}

@@ -142,6 +142,16 @@ def test_attention_lists_refuses_no_keys_and_mismatched_shapes():
         attention_lists([], k, v)
 
 
+def test_attention_torch_refuses_mixed_dtypes_and_devices_naming_each():
+    """Issue 26: a float64 key with float32 queries gave matmul's "expected both ... same dtype" traceback."""
+    q, k, v = (_t(a) for a in _arrays())
+    with pytest.raises(TypeError, match=r"share one dtype and device, got q: torch.float64 on cpu, "
+                                        r"k: torch.float32 on cpu, v: torch.float64 on cpu"):
+        attention_torch(q, k.float(), v)
+    with pytest.raises(TypeError, match=r"v: torch.float64 on meta"):
+        attention_torch(q, k, v.to("meta"))
+
+
 def test_softmax_rows_refuses_empty_rows():
     with pytest.raises(ValueError, match="length 0"):
         softmax_rows([[]])

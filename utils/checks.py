@@ -34,6 +34,7 @@ __all__ = [
     "number_form",
     "choice_form",
     "prediction",
+    "predicted",
     "RECORDED",
     "exercise",
     "require",
@@ -320,6 +321,25 @@ def prediction(
     if not form:
         return form
     return Verdict(True, f"{name} is recorded, not judged here ({RECORDED}); {then}")
+
+
+def predicted(answer: Callable[[], Any], exercise_id: str) -> bool:
+    """Whether exercise ``exercise_id``'s prediction is made (``answer()`` returns); if not, say so.
+
+    The cell that runs the experiment of a prediction exercise starts with ``if check.predicted(...):``, so
+    that it shows the result only after the prediction (and the copy in chapters/, executed with the stubs,
+    stores the reminder, not the result). Its assertion sits in a hidden-tests block: in the learner's copy
+    the code does not state the answer either.
+    """
+    try:
+        answer()
+    except NotImplementedError:
+        print(f"Make your prediction in Exercise {exercise_id} first; then run this cell.")
+        return False
+    except Exception as error:  # noqa: BLE001 - any failure of the learner's cell means no prediction yet
+        print(f"Exercise {exercise_id}'s answer raised {type(error).__name__}: fix it first; then run this cell.")
+        return False
+    return True
 
 
 class MemoryLimitExceeded(Exception):

@@ -249,6 +249,10 @@ def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None
     if torch.isnan(logits).any():
         raise ValueError(f"logits contain NaN ({int(torch.isnan(logits).sum())} of {logits.numel()} entries): "
                          "no token can be drawn from them")
+    hopeless = torch.isneginf(logits).all(-1)  # (B,): every token ruled out
+    if hopeless.any():
+        raise ValueError(f"logits row {int(hopeless.nonzero()[0])} is -inf for every token: no token can be drawn "
+                         "from it (was every token masked?)")
     if not isinstance(temperature, (int, float)) or temperature < 0:
         raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= logits.size(-1)):

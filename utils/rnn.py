@@ -19,6 +19,13 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
+def _like_weights(name: str, x: torch.Tensor, weight: torch.Tensor) -> None:
+    if x.dtype != weight.dtype or x.device != weight.device:
+        raise TypeError(f"{name} must have the weights' dtype and device ({weight.dtype} on {weight.device}), "
+                        f"got {x.dtype} on {x.device}: convert it with .to({weight.dtype}) (or the model with "
+                        f".to(...))")
+
+
 class RNNCell(nn.Module):
     """One step of a tanh RNN: h_t = tanh(W_hh h_{t-1} + W_xh x_t + b)."""
 
@@ -36,6 +43,8 @@ class RNNCell(nn.Module):
             raise ValueError(f"x_t must have shape (B, d_x={self.d_x}), got {tuple(x_t.shape)}")
         if tuple(h_prev.shape) != (x_t.size(0), self.d_h):
             raise ValueError(f"h_prev must have shape (B={x_t.size(0)}, d_h={self.d_h}), got {tuple(h_prev.shape)}")
+        _like_weights("x_t", x_t, self.W_hh)
+        _like_weights("h_prev", h_prev, self.W_hh)
         return torch.tanh(h_prev @ self.W_hh.T + x_t @ self.W_xh.T + self.b)
 
 
@@ -53,6 +62,7 @@ class RNN(nn.Module):
             raise ValueError(f"x must be a tensor of shape (B, N, d_x), got {getattr(x, 'shape', type(x).__name__)}")
         if x.size(1) == 0:
             raise ValueError("x must hold at least one time step (N >= 1), got N = 0; nn.RNN refuses it too")
+        _like_weights("x", x, self.cell.W_hh)
         h = x.new_zeros(x.size(0), self.d_h) if h0 is None else h0
         states = []
         for t in range(x.size(1)):  # N dependent steps: step t needs the h of step t - 1

@@ -143,6 +143,9 @@ def attention_torch(
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
             raise TypeError(f"{name} must be a floating-point torch.Tensor, got {t!r:.60}")
+    if {(t.dtype, t.device) for t in (q, k, v)} != {(q.dtype, q.device)}:
+        raise TypeError("q, k and v must share one dtype and device, got "
+                        + ", ".join(f"{n}: {t.dtype} on {t.device}" for n, t in (("q", q), ("k", k), ("v", v))))
     _check_arrays(q, k, v, "tensor")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     k_t = k.transpose(-2, -1)  # (..., d_k, T_k)

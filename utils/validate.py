@@ -1,9 +1,10 @@
 """validate: the argument checks of the course's attention modules, in one place.
 
 Hand-written (not generated from a chapter). Each check is named for what it guarantees and raises an
-error that names the argument, what it got and what it needs (DESIGN.md), so that a module's ``forward``
-reads as the mathematics: one line, ``validate.attention_call(...)``, stands where thirty lines of checks
-would. Nothing here computes attention; the modules that use these checks are the lesson.
+error that names the argument, what it got and what it needs (a learner who passes a wrong argument reads
+what to change, not a traceback), so that a module's ``forward`` reads as the mathematics: one line,
+``validate.attention_call(...)``, stands where thirty lines of checks would. Nothing here computes
+attention; the modules that use these checks are the lesson.
 """
 
 from __future__ import annotations
