@@ -26,7 +26,7 @@ from utils.distributed import (
     run_on_ranks,
     scheme_costs,
 )
-from utils.tolerances import assert_close
+from utils.tolerances import assert_close, tolerance
 
 P = 4
 # A backstop, not a speed limit: the first run of a module also starts the fork server (22.5 s for the
@@ -526,17 +526,23 @@ def test_allocation_profile_sees_an_allocation_and_its_free():
     assert got["largest"] == 4_000_000 and got["peak"] >= 6_000_000 and got["net"] == 0
 
 
-def test_fsdp_state_measured_is_one_pth_and_its_peak_within_six_layers_of_it(memory):
+def test_fsdp_state_measured_is_one_pth_and_its_peak_reaches_the_derived_bound(memory):
+    """The derived bound: FSDP holds its shards of parameters, gradients and Adam's moments (16 Psi / p) plus one
+    gathered layer (the largest layer's weight and bias). The profiled peak must reach it; the excess is not bounded."""
     unsharded, ddp_1 = memory[1][0]["FSDP"], memory[1][0]["DDP"]
     grads = ddp_1["parameters"]
+    gathered = max(sum(t.numel() for t in layer.parameters()) for layer in dp.make_mlp(0, dp.MEMORY_WIDTHS)
+                   if isinstance(layer, torch.nn.Linear)) * 4
     for rank, run in enumerate(memory[P]):
         ddp, fsdp = run["DDP"], run["FSDP"]
         assert ddp["state"] == ddp_1["state"]
         assert abs(fsdp["state"] * P / ddp["state"] - 1) <= 0.01, rank
         assert fsdp["peak"] < unsharded["peak"] / 2  # falls: at p = 4 below half the unsharded peak
-        assert abs(fsdp["peak"] - unsharded["peak"] / P) <= 6 * fsdp["largest_layer"], rank
+        assert fsdp["peak"] >= ddp_1["state"] / P + gathered, rank  # the derived bound
+        assert fsdp["peak"] < ddp["peak"], rank
         assert abs(ddp["sent"] - ring_bytes("all_reduce", grads, P)) <= 0.02 * grads
         assert abs(fsdp["sent"] - 2 * ring_bytes("all_reduce", grads, P)) <= 0.02 * grads  # gloo: 2 all-gathers + 1 all-reduce
+    assert unsharded["peak"] >= ddp_1["state"] + gathered
 
 
 def test_ring_attention_largest_allocation_is_one_score_block_and_its_peak_falls_as_1_over_p(ring_memory):
@@ -552,9 +558,17 @@ def test_the_recorded_table_is_what_the_workers_measure(memory, ring_memory):
 
     recorded = json.loads((Path(__file__).parents[1] / "benchmarks/results/distributed.json").read_text())["worlds"]
     assert sorted(recorded, key=int) == ["1", "2", "4"]
+    atol = tolerance("cpu", torch.float32)["atol"]
     for rows in recorded.values():
-        assert all(row["max_error"] < 1e-5 for row in rows.values())
+        assert all(row["max_error"] is None or row["max_error"] <= atol for row in rows.values())
+        assert all(row["model"] and row["memory"] for row in rows.values())  # every row names its model and N
+        # no row shows another's measurement: the memory-only rows carry no error, the error rows no profiled peak
+        # unless measured on their own case (ring attention: one profile per mask and order)
+        assert rows["DDP (PyTorch), memory"]["max_error"] is None and rows["FSDP, memory"]["max_error"] is None
+        assert all("peak_bytes" not in rows[n] for n in ("DDP (hand-written)", "DDP (bucketed)", "DDP (PyTorch)", "FSDP"))
     for p in (1, P):
-        assert recorded[str(p)]["FSDP"]["state_bytes"] == max(r["FSDP"]["state"] for r in memory[p])
-        assert recorded[str(p)]["DDP (PyTorch)"]["state_bytes"] == max(r["DDP"]["state"] for r in memory[p])
+        assert recorded[str(p)]["FSDP, memory"]["state_bytes"] == max(r["FSDP"]["state"] for r in memory[p])
+        assert recorded[str(p)]["DDP (PyTorch), memory"]["state_bytes"] == max(r["DDP"]["state"] for r in memory[p])
         assert recorded[str(p)]["ring attention (full, contiguous)"]["largest_allocation_bytes"] == ring_memory[p][0]["largest"]
+        # the zig-zag row's block is its own: (N / 2p)^2 entries of G = 4 float32 heads, not the contiguous (N / p)^2
+        assert recorded[str(p)]["ring attention (causal, zigzag)"]["largest_allocation_bytes"] == 4 * 4 * (256 // (2 * p)) ** 2

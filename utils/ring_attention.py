@@ -198,12 +198,12 @@ def ring_attention_worker(rank: int, world_size: int, seed: int = 0, length: int
 
 
 def ring_memory_worker(rank: int, world_size: int, length: int = 256, order: str = "contiguous",
-                       is_causal: bool = False) -> dict[str, int]:
+                       is_causal: bool = False, seed: int = 0) -> dict[str, int]:
     """The tensor memory of this rank's ring attention forward, measured by ``allocation_profile`` (on a second call,
     so that nothing is allocated once for all): its largest single allocation, its peak above the start."""
     from utils.distributed import allocation_profile
 
-    q, k, v, _ = (t.to(rank_device(rank)) for t in ring_inputs(0, length=length))
+    q, k, v, _ = (t.to(rank_device(rank)) for t in ring_inputs(seed, length=length))
     local = [shard_sequence(t, rank, world_size, order) for t in (q, k, v)]
     ring_attention_forward(*local, is_causal=is_causal, order=order)
     return allocation_profile(lambda: ring_attention_forward(*local, is_causal=is_causal, order=order))

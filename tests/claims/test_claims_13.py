@@ -1,7 +1,9 @@
 """Chapter 13's claims on the claim seeds 0-9 at the notebook's p = 2 (the notebook asserts them on seed 0;
 tests/test_distributed.py at p = 4 on seed 0): every scheme equals its single-device reference under the
 tolerance policy, forward and gradients; FSDP holds exactly 1/p of the state; bucketing sends fewer
-messages; causal zig-zag work is equal on every rank. One process group runs all ten seeds of a scheme."""
+messages; causal zig-zag work is equal on every rank; and the measured memory (``memory_worker``: storages of
+parameters, gradients and Adam state, profiled peak, socket bytes; ``ring_memory_worker``: largest allocation and
+peak). One process group runs all ten seeds of a scheme."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from coursetools.claims import Claim
 from utils import data_parallel as dp
 from utils import ring_attention as ra
 from utils import tensor_parallel as tp
-from utils.distributed import run_on_ranks
+from utils.distributed import gloo_bytes, run_on_ranks
 from utils.evidence import CLAIM_SEEDS
 from utils.tolerances import assert_close, tolerance
 
@@ -22,9 +24,63 @@ P = 2  # the notebook's WORLD
 
 
 def _every_seed(rank: int, world_size: int, scheme: str, seeds: tuple[int, ...]) -> dict:
+    if scheme == "ring memory":  # the non-causal contiguous forward and the causal zig-zag one, N = RING_N
+        return {seed: {order: ra.ring_memory_worker(rank, world_size, length=RING_N, order=order,
+                                                    is_causal=order == "zigzag", seed=seed)
+                       for order in ("contiguous", "zigzag")} for seed in seeds}
     worker = {"data": dp.data_parallel_worker, "tensor": tp.tensor_parallel_worker,
-              "ring": ra.ring_attention_worker}[scheme]
+              "ring": ra.ring_attention_worker, "memory": dp.memory_worker}[scheme]
     return {seed: worker(rank, world_size, seed=seed) for seed in seeds}
+
+
+RING_N = 256  # the notebook's ring-memory length
+
+
+def _memory_runs(seeds: tuple[int, ...]) -> dict[int, dict[str, list[dict]]]:
+    """{p: {"memory": ranks, "ring memory": ranks}} at one process and at P, every seed in one group."""
+    return {p: {scheme: run_on_ranks(_every_seed, p, scheme, seeds, backend="gloo", timeout=600)
+                for scheme in ("memory", "ring memory")} for p in (1, P)}
+
+
+@pytest.fixture(scope="module")
+def memory_runs():
+    return _memory_runs(tuple(CLAIM_SEEDS))
+
+
+def _gathered_layer_bytes(seed: int) -> int:
+    """One gathered layer: the largest Linear's weight and bias in float32 (what FSDP un-shards at a time)."""
+    return max(sum(t.numel() for t in layer.parameters()) for layer in dp.make_mlp(seed, dp.MEMORY_WIDTHS)
+               if isinstance(layer, torch.nn.Linear)) * 4
+
+
+def memory_metrics(memory_runs, seed: int) -> dict[str, float]:
+    """The measured-memory claims as numbers, over every rank at P (storages of the parameters, gradients and Adam
+    state; the profiled peak against the derived bound 16 Psi / p + one gathered layer and against DDP's; the socket
+    bytes against gloo's algorithms; ring attention's largest allocation against its score block and its peak)."""
+    ranks = [r[seed] for r in memory_runs[P]["memory"]]
+    ring = {p: [r[seed] for r in memory_runs[p]["ring memory"]] for p in (1, P)}
+    grads = ranks[0]["DDP"]["parameters"]
+    gathered = _gathered_layer_bytes(seed)
+    return {
+        "FSDP storages x p / DDP's, largest |ratio - 1|": max(abs(r["FSDP"]["state"] * P / r["DDP"]["state"] - 1) for r in ranks),
+        "FSDP peak / derived bound, smallest": min(r["FSDP"]["peak"] / (r["DDP"]["state"] / P + gathered) for r in ranks),
+        "FSDP peak / DDP peak, largest": max(r["FSDP"]["peak"] / r["DDP"]["peak"] for r in ranks),
+        "FSDP bytes sent - gloo's, largest / gradient bytes": max(abs(r["FSDP"]["sent"] - 2 * gloo_bytes("all_reduce", grads, P))
+                                                                 for r in ranks) / grads,
+        "ring: largest allocation = its score block": float(all(
+            r["contiguous"]["largest"] == 4 * 4 * (RING_N // p) ** 2 and r["zigzag"]["largest"] == 4 * 4 * (RING_N // (2 * p)) ** 2
+            for p in (1, P) for r in ring[p])),
+        "ring: peak x p / one process's, largest": max(r["contiguous"]["peak"] * P / ring[1][0]["contiguous"]["peak"] for r in ring[P]),
+    }
+
+
+def memory_holds(m: dict[str, float]) -> bool:
+    return (m["FSDP storages x p / DDP's, largest |ratio - 1|"] <= 0.01 and m["FSDP peak / derived bound, smallest"] >= 1
+            and m["FSDP peak / DDP peak, largest"] < 1 and m["FSDP bytes sent - gloo's, largest / gradient bytes"] <= 0.02)
+
+
+def ring_memory_holds(m: dict[str, float]) -> bool:
+    return m["ring: largest allocation = its score block"] == 1.0 and m["ring: peak x p / one process's, largest"] <= 1
 
 
 def _runs(seeds: tuple[int, ...]) -> dict[str, list[dict]]:
@@ -111,7 +167,11 @@ def distributed_record(seed: int) -> dict[str, float]:
     }
 
 
-RECORD = {"13_distributed": distributed_record}
+def memory_record(seed: int) -> dict[str, float]:
+    return memory_metrics(_memory_runs((seed,)), seed)
+
+
+RECORD = {"13_distributed": distributed_record, "13_memory": memory_record}
 
 
 @pytest.mark.parametrize("seed", CLAIM_SEEDS)
@@ -122,6 +182,18 @@ def test_data_parallel_equals_one_process_and_fsdp_holds_one_pth(runs, seed):
     for run in (r[seed] for r in runs["data"]):
         assert run["fsdp"]["bytes"] * P == run["torch_ddp"]["bytes"] == reference["bytes"]
         assert run["bucketed"]["all_reduces_per_step"] < run["naive"]["all_reduces_per_step"]
+
+
+@pytest.mark.parametrize("seed", CLAIM_SEEDS)
+def test_fsdp_storages_are_one_pth_and_its_peak_reaches_the_derived_bound(memory_runs, seed):
+    m = memory_metrics(memory_runs, seed)
+    assert memory_holds(m), m
+
+
+@pytest.mark.parametrize("seed", CLAIM_SEEDS)
+def test_ring_attention_largest_allocation_is_one_score_block_and_its_peak_falls(memory_runs, seed):
+    m = memory_metrics(memory_runs, seed)
+    assert ring_memory_holds(m), m
 
 
 @pytest.mark.parametrize("seed", CLAIM_SEEDS)
@@ -148,12 +220,27 @@ def test_ring_attention_equals_sdpa_and_zigzag_balances(runs, seed):
 LEDGER = [
     Claim("test_data_parallel_equals_one_process_and_fsdp_holds_one_pth", "13_distributed",
           "p = 2: every data-parallel scheme's parameters / one process's within the policy (largest error / "
-          "allowance <= 1); FSDP's bytes x p = DDP's; bucketed sends fewer all-reduces",
+          "allowance <= 1); FSDP's bytes x p = DDP's (SGD with momentum, counted from shapes); bucketed sends fewer "
+          "all-reduces",
           lambda r: (r["data parallel: worst error / policy"] <= 1 and r["FSDP holds 1/p of the state"] == 1.0
                      and r["bucketing sends fewer all-reduces"] == 1.0),
           ("All four equal one process on the whole batch within the tolerance policy for float32 on this device",
            "The bucketed version sent fewer, larger messages.",
-           "FSDP (`fully_shard`) held $1/p$ of the parameters, gradients and Adam state per rank"), 10),
+           "Exactly $1/p$ here because every weight's first dimension divides by $p$."), 10),
+    Claim("test_fsdp_storages_are_one_pth_and_its_peak_reaches_the_derived_bound", "13_memory",
+          "p = 2, nine-layer MLP with Adam (memory_worker): FSDP's storages of parameters, gradients and Adam state x p "
+          "/ DDP's within 1%; profiled peak >= 16 Psi / p + one gathered layer and < DDP's peak; socket bytes within 2% "
+          "of the gradients' bytes of gloo's (2 all-gathers + 1 all-reduce)",
+          memory_holds,
+          ("FSDP (`fully_shard`) held $1/p$ of the parameters, gradients and Adam state per rank, measured from their "
+           "storages; its peak in a training step (profiled) reached the derived bound, $16\\Psi/p$ plus one gathered "
+           "layer",
+           "and twice them as measured on gloo, whose reduce-scatter is an all-reduce"), 10),
+    Claim("test_ring_attention_largest_allocation_is_one_score_block_and_its_peak_falls", "13_memory",
+          "p = 1, 2, N = 256 (ring_memory_worker): largest allocation = one score block, 4G(N/p)^2 bytes contiguous "
+          "and 4G(N/2p)^2 causal zig-zag; peak x p <= one process's",
+          ring_memory_holds,
+          ("Its largest allocation, measured, is one score block, $(N/p)^2$ entries, and its peak fell at least as $1/p$",), 10),
     Claim("test_tensor_parallel_equals_chapters_4_and_6_forward_and_backward", "13_distributed",
           "p = 2: output, input gradient and every weight gradient / the single-device layer's within the policy",
           lambda r: r["tensor parallel: worst error / policy"] <= 1,
