@@ -188,6 +188,16 @@ def test_no_visible_check_confirms_a_multiple_choice_answer(path):
         assert not found, f"{path.name}: a visible check confirms a multiple-choice answer: {visible.strip()[:160]}"
         if "check.prediction(" in visible:
             assert hidden_begins and "check.choice(" in rest, f"{path.name}: a prediction without a hidden check.choice"
+        # Not only those two names (hostile review F8): the answer function of a hidden check.choice is called in
+        # the visible part only as check.prediction's first argument, so no `if answer() == "b"`, no
+        # number_digest or close on it, no print of a verdict.
+        for answer in re.findall(r"check\.choice\(\s*(\w+)\(\)", rest):
+            tree = ast.parse(visible)
+            recorded = {id(node.args[0]) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                        and ast.unparse(node.func) == "check.prediction" and node.args}
+            other = [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                     and ast.unparse(node.func) == answer and id(node) not in recorded]
+            assert not other, f"{path.name}: the visible check uses {answer}() outside check.prediction: {other}"
 
 
 def test_what_learners_read_never_sends_them_to_a_file_they_do_not_have():

@@ -27,7 +27,18 @@ def test_a_claim_fails_on_a_measured_device_and_is_printed_on_another(capsys):
         claim_where_measured("SDPA", "NaN", "zeros", "cpu")
     assert not claim_where_measured("SDPA", "NaN", "zeros", torch.device("cuda", 0))  # only .type is read
     out = capsys.readouterr().out
-    assert "SDPA: NaN on cuda" in out and "not asserted on cuda" in out
+    assert "SDPA: NaN on cuda" in out and "not asserted here" in out
+
+
+def test_a_claim_measured_with_another_pytorch_is_printed_not_asserted(capsys):
+    """Hostile review F12: the claim is keyed by device type and PyTorch version, since SDPA's fully-masked
+    row changed between versions (NaN before 2.5): on the measured device under another PyTorch it is printed."""
+    here = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    assert measured.measured_here("cpu") is (here == measured.SDPA_EMPTY_ROW_MEASURED_WITH)
+    assert not measured.measured_here("cpu", measured_with="2.4")
+    assert not claim_where_measured("SDPA", "NaN", "zeros", "cpu", measured_with="2.4")
+    out = capsys.readouterr().out
+    assert f"SDPA: NaN on cpu with PyTorch {here} (measured: zeros on cpu with PyTorch 2.4; not asserted here)" in out, out
 
 
 def _cells(*ids: str) -> list[str]:
@@ -44,8 +55,8 @@ CELLS = (DEMO, KERNELS, ATTENTION, AGREEMENT, WEIGHTS, DIFFERENCE)
 def _run_chapter_cells(monkeypatch, sdpa_returns_nan: bool, measured_for_weights: tuple[str, ...] | None = None) -> dict:
     """Chapter 3's fully-masked-row cells, with the cells they need and the chapter's imports, on the CPU.
 
-    ``measured_for_weights`` rebinds ``SDPA_EMPTY_ROW_MEASURED_ON`` (the name the chapter imported) for section
-    8's weights cell alone.
+    ``measured_for_weights`` rebinds ``measured_here`` (the name the chapter imported) to those device types for
+    section 8's weights cell alone.
     """
     if sdpa_returns_nan:  # what issue #163997 reports on another device: every fully-masked row NaN
         real = F.scaled_dot_product_attention
@@ -67,7 +78,7 @@ def _run_chapter_cells(monkeypatch, sdpa_returns_nan: bool, measured_for_weights
     names["seed_everything"] = lambda seed: torch.manual_seed(seed)
     for cell_id, source in zip(CELLS, _cells(*CELLS), strict=True):
         if cell_id == WEIGHTS and measured_for_weights is not None:
-            names["SDPA_EMPTY_ROW_MEASURED_ON"] = measured_for_weights
+            names["measured_here"] = lambda device: measured.measured_here(device, measured_for_weights)
         exec(compile(source, f"cell {cell_id}", "exec"), names)  # noqa: S102
     return names
 
@@ -105,7 +116,7 @@ def test_nan_rows_on_an_unmeasured_device_are_printed_and_guarded(monkeypatch, c
     monkeypatch.setattr(measured, "SDPA_EMPTY_ROW_MEASURED_ON", ())
     names = _run_chapter_cells(monkeypatch, sdpa_returns_nan=True)
     out = capsys.readouterr().out
-    assert "F.scaled_dot_product_attention: NaN on cpu" in out and "not asserted on cpu" in out, out
+    assert "F.scaled_dot_product_attention: NaN on cpu" in out and "not asserted here" in out, out
     assert "every SDPA kernel that ran: not all zeros on cpu" in out, out
     assert "every kernel that ran on cpu returned zeros for the fully-masked row: False" in out, out
     assert "SDPA + chapter 4 guard" in out and row_kind(names["guarded"][0, 1]) == "zeros"

@@ -14,8 +14,14 @@ from collections.abc import Iterable
 
 import torch
 
-# The device types on which chapter 3 measured SDPA's fully-masked rows (PyTorch 2.13, this machine's CPU).
+# The device types on which chapter 3 measured SDPA's fully-masked rows, and with which PyTorch (major.minor):
+# a claim is asserted only where both match, since the behaviour changed between versions (NaN before 2.5).
 SDPA_EMPTY_ROW_MEASURED_ON: tuple[str, ...] = ("cpu",)
+SDPA_EMPTY_ROW_MEASURED_WITH: str = "2.13"
+
+
+def _torch_minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
 
 
 def row_kind(row: torch.Tensor) -> str:
@@ -27,19 +33,32 @@ def row_kind(row: torch.Tensor) -> str:
     return "zeros" if bool((row == 0).all()) else "numbers"
 
 
-def claim_where_measured(
-    what: str, got: str, expected: str, device: torch.device | str, measured_on: Iterable[str] | None = None
-) -> bool:
-    """Assert ``got == expected`` on a device type in ``measured_on``; elsewhere print and do not assert.
+def measured_here(device: torch.device | str, measured_on: Iterable[str] | None = None,
+                  measured_with: str | None = None) -> bool:
+    """Whether ``device``'s type and this PyTorch (major.minor) are where the claim was measured."""
+    measured = tuple(SDPA_EMPTY_ROW_MEASURED_ON if measured_on is None else measured_on)
+    version = SDPA_EMPTY_ROW_MEASURED_WITH if measured_with is None else measured_with
+    return torch.device(device).type in measured and _torch_minor(torch.__version__) == version
 
-    Returns whether ``got`` is ``expected``. ``measured_on`` defaults to :data:`SDPA_EMPTY_ROW_MEASURED_ON`
-    (read when called, so a test can change it).
+
+def claim_where_measured(
+    what: str, got: str, expected: str, device: torch.device | str, measured_on: Iterable[str] | None = None,
+    measured_with: str | None = None,
+) -> bool:
+    """Assert ``got == expected`` on a device type in ``measured_on`` under the PyTorch ``measured_with``
+    (major.minor); anywhere else print what came back and do not assert.
+
+    Returns whether ``got`` is ``expected``. The defaults, :data:`SDPA_EMPTY_ROW_MEASURED_ON` and
+    :data:`SDPA_EMPTY_ROW_MEASURED_WITH`, are read when called, so a test can change them.
     """
     kind = torch.device(device).type
     measured = tuple(SDPA_EMPTY_ROW_MEASURED_ON if measured_on is None else measured_on)
-    if kind in measured:
-        assert got == expected, f"{what}: expected {expected} on {kind} (measured there), got {got}"
+    version = SDPA_EMPTY_ROW_MEASURED_WITH if measured_with is None else measured_with
+    here = _torch_minor(torch.__version__)
+    if measured_here(device, measured, version):
+        assert got == expected, f"{what}: expected {expected} on {kind} with PyTorch {here} (measured there), got {got}"
         return True
     where = ", ".join(measured) or "no device"
-    print(f"{what}: {got} on {kind} (measured: {expected} on {where}; not asserted on {kind})")
+    print(f"{what}: {got} on {kind} with PyTorch {here} (measured: {expected} on {where} with PyTorch {version}; "
+          "not asserted here)")
     return got == expected
