@@ -738,7 +738,7 @@ def _hidden_names_and_lines(course: Course) -> tuple[set[str], set[str]]:
             continue
         hidden = cell.source.split(release.BEGIN_HIDDEN, 1)[1].split(release.END_HIDDEN, 1)[0]
         lines |= {ln.strip() for ln in hidden.split("\n") if len(ln.strip()) > 12}
-        assigned(ast.parse(hidden).body)
+        assigned(ast.parse(textwrap.dedent(hidden)).body)  # a gated cell's hidden block is indented
     return names, lines
 
 
@@ -895,6 +895,21 @@ def test_a_notebook_without_cell_ids_is_read_as_the_course_s_cells():
     cells.insert(4, nbformat.v4.new_code_cell("x_added = 1"))
     _, added, _ = grading.split_submission(chapter, nbformat.from_dict({**old, "cells": cells}))
     assert added == {chapter.solution.cells[3].get("id"): ["x_added = 1"]}, added
+    # An answer typed in a new cell below the untouched stub runs after the stub, as in version 4 (the red team of
+    # stop 35: anchored before it, the stub redefined the function as "not attempted").
+    learner = release.release_notebook(chapter.solution)
+    stub = next(i for i, c in enumerate(learner.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ex03_1")
+    cells = list(learner.cells)
+    cells.insert(stub + 1, nbformat.v4.new_code_cell("def my_answer():\n    return 42"))
+    v4 = nbformat.from_dict({**learner, "cells": cells})
+    v3 = nbformat.reads(nbformat.writes(nbformat.convert(copy.deepcopy(v4), 3)), as_version=4)
+    orders = []
+    for nb in (v4, v3):
+        labels = [j.label for j in chapter.jobs(*grading.split_submission(chapter, nb)[:2], reference=False, prune=True)]
+        orders.append(labels)
+    assert orders[0] == orders[1], (orders[0], orders[1])
+    answer_at = orders[1].index(next(label for label in orders[1] if label.startswith("your answer cell 3.1")))
+    assert orders[1][answer_at + 1].startswith("a cell you added after cell"), orders[1][answer_at - 1:answer_at + 2]
 
 
 def test_reference_values_never_touch_the_disk():

@@ -341,13 +341,18 @@ def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tup
     }
     manual_ids = {e.grade_id for e in chapter.manual}
     check_ids = {f"{e.grade_id}_check" for e in chapter.exercises}
-    # A notebook saved in nbformat < 4.5 has no cell ids (reading it as version 4 makes up new ones): when no
-    # cell id is the course's, a cell whose text is a released cell's is that cell.
-    by_source = {}
+    # A notebook saved in nbformat < 4.5 has no cell ids (reading it as version 4 makes up new ones), nor has a
+    # notebook whose cells were pasted into a new one: when no cell id is the course's, a cell with a course grade
+    # id, or else whose text is a released cell's, is that cell (so added cells are anchored as in version 4).
+    by_source: dict[tuple, str] = {}
+    by_grade_id: dict[str, str] = {}
     if not any(isinstance(c, dict) and c.get("id") in known_ids for c in submission.cells):
         for solution_cell, learner_cell in zip(chapter.solution.cells, chapter.learner_cells):
             if solution_cell.get("id") and learner_cell is not None:
                 by_source.setdefault((learner_cell.get("cell_type"), learner_cell.source.strip()), solution_cell["id"])
+            graded = solution_cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if solution_cell.get("id") and isinstance(graded, str):
+                by_grade_id.setdefault(graded, solution_cell["id"])
     answers: dict[str, str] = {}
     texts: dict[str, str] = {}
     extras: dict[str | None, list[str]] = {}
@@ -360,8 +365,9 @@ def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tup
         grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
         cell_id = cell.get("id") if isinstance(cell.get("id"), str) else None
         source = _cell_text(cell)
-        if by_source and grade_id is None:
-            cell_id = by_source.get((cell.get("cell_type"), source.strip()), cell_id)
+        if by_source:
+            cell_id = by_grade_id.get(grade_id) if grade_id in by_grade_id else \
+                by_source.get((cell.get("cell_type"), source.strip()), cell_id)
         if grade_id not in chapter.answer_ids | manual_ids and cell_id in by_cell_id:
             grade_id = by_cell_id[cell_id]  # metadata stripped, cell id kept
         # An answer in several cells with the same grade id (JupyterLab's "split cell" copies the metadata,

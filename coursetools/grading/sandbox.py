@@ -309,7 +309,7 @@ def python_fails_as_another_user() -> str | None:
         uid = reservation.uid
         command = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                    "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--",
-                   sys.executable, "-c", "import sys; print(sys.prefix)"]
+                   sys.executable, "-c", "import sys, torch; print(sys.prefix)"]  # torch: the environment's packages
         try:
             probe = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd="/",
                                    env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"})
