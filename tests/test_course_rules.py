@@ -191,12 +191,13 @@ def test_no_visible_check_confirms_a_multiple_choice_answer(path):
         # Not only those two names (hostile review F8): the answer function of a hidden check.choice is called in
         # the visible part only as check.prediction's first argument, so no `if answer() == "b"`, no
         # number_digest or close on it, no print of a verdict.
-        for answer in re.findall(r"check\.choice\(\s*(\w+)\(\)", rest):
-            tree = ast.parse(visible)
-            recorded = {id(node.args[0]) for node in ast.walk(tree) if isinstance(node, ast.Call)
-                        and ast.unparse(node.func) == "check.prediction" and node.args}
-            other = [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Call)
-                     and ast.unparse(node.func) == answer and id(node) not in recorded]
+        answers = re.findall(r"check\.choice\(\s*(\w+)\(\)", rest)
+        if not answers:
+            continue
+        calls = [node for node in ast.walk(ast.parse(visible)) if isinstance(node, ast.Call)]
+        recorded = {id(c.args[0]) for c in calls if ast.unparse(c.func) == "check.prediction" and c.args}
+        for answer in answers:
+            other = [ast.unparse(c) for c in calls if ast.unparse(c.func) == answer and id(c) not in recorded]
             assert not other, f"{path.name}: the visible check uses {answer}() outside check.prediction: {other}"
 
 
@@ -204,11 +205,10 @@ def test_what_learners_read_never_sends_them_to_a_file_they_do_not_have():
     """The design document lives beside the repository, not in it: a learner's notebook, the library they
     import, the book and the README must state a rule, not cite DESIGN.md (found in utils/measured.py,
     utils/validate.py and chapter 11 by two reviews)."""
-    root = ROOT
-    assert not (root / "DESIGN.md").exists()
-    readable = [root / "README.md", *sorted((root / "utils").rglob("*.py")), *sorted((root / "solutions").glob("*.ipynb")),
-                *sorted((root / "chapters").glob("*.ipynb")), *sorted((root / "book").rglob("*.md"))]
-    citing = [str(p.relative_to(root)) for p in readable if "DESIGN.md" in p.read_text(errors="replace")]
+    assert not (ROOT / "DESIGN.md").exists()
+    readable = [ROOT / "README.md", *sorted((ROOT / "utils").rglob("*.py")), *sorted((ROOT / "solutions").glob("*.ipynb")),
+                *sorted((ROOT / "chapters").glob("*.ipynb")), *sorted((ROOT / "book").rglob("*.md"))]
+    citing = [str(p.relative_to(ROOT)) for p in readable if "DESIGN.md" in p.read_text(errors="replace")]
     assert citing == [], f"these cite DESIGN.md, which is not in the repository: {citing}"
 
 

@@ -33,11 +33,16 @@ def row_kind(row: torch.Tensor) -> str:
     return "zeros" if bool((row == 0).all()) else "numbers"
 
 
+def _where(measured_on: Iterable[str] | None, measured_with: str | None) -> tuple[tuple[str, ...], str]:
+    """The device types and PyTorch of a measurement; the module's defaults are read when called."""
+    return (tuple(SDPA_EMPTY_ROW_MEASURED_ON if measured_on is None else measured_on),
+            SDPA_EMPTY_ROW_MEASURED_WITH if measured_with is None else measured_with)
+
+
 def measured_here(device: torch.device | str, measured_on: Iterable[str] | None = None,
                   measured_with: str | None = None) -> bool:
     """Whether ``device``'s type and this PyTorch (major.minor) are where the claim was measured."""
-    measured = tuple(SDPA_EMPTY_ROW_MEASURED_ON if measured_on is None else measured_on)
-    version = SDPA_EMPTY_ROW_MEASURED_WITH if measured_with is None else measured_with
+    measured, version = _where(measured_on, measured_with)
     return torch.device(device).type in measured and _torch_minor(torch.__version__) == version
 
 
@@ -52,8 +57,7 @@ def claim_where_measured(
     :data:`SDPA_EMPTY_ROW_MEASURED_WITH`, are read when called, so a test can change them.
     """
     kind = torch.device(device).type
-    measured = tuple(SDPA_EMPTY_ROW_MEASURED_ON if measured_on is None else measured_on)
-    version = SDPA_EMPTY_ROW_MEASURED_WITH if measured_with is None else measured_with
+    measured, version = _where(measured_on, measured_with)
     here = _torch_minor(torch.__version__)
     if measured_here(device, measured, version):
         assert got == expected, f"{what}: expected {expected} on {kind} with PyTorch {here} (measured there), got {got}"
