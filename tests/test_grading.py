@@ -912,6 +912,47 @@ def test_a_notebook_without_cell_ids_is_read_as_the_course_s_cells():
     assert orders[1][answer_at + 1].startswith("a cell you added after cell"), orders[1][answer_at - 1:answer_at + 2]
 
 
+
+def test_a_notebook_without_cell_ids_treats_edited_and_copied_cells_as_version_4_does():
+    """Stop 35's red team (F2): with no course cell ids, a read-only cell the learner edited became an added cell
+    (its whole edited copy ran beside the course's, which version 4 drops), and a cell added after a copy of a
+    read-only cell was anchored after the original, before the names it uses existed. Cells are now matched by
+    place and text, in order: each case splits into the same answers and added cells as the version-4 notebook."""
+    chapter = grading.Chapter(CH03.path)
+    learner = release.release_notebook(chapter.solution)
+
+    def v3(nb):
+        return nbformat.reads(nbformat.writes(nbformat.convert(copy.deepcopy(nb), 3)), as_version=4)
+
+    def grade_id(cell):
+        return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+    setup = next(k for k, c in enumerate(learner.cells) if c.cell_type == "code" and not grade_id(c) and "import" in c.source)
+    stub = next(k for k, c in enumerate(learner.cells) if grade_id(c) == "ex03_1")
+    right = CH03.notebook({e.grade_id: "right" for e in CH03.exercises})
+    cases = {}
+    cells = copy.deepcopy(list(learner.cells))
+    cells[setup].source += "\nprint('my note')"
+    cases["a line added to a read-only cell"] = cells
+    cells = copy.deepcopy(list(learner.cells))
+    cells[setup].source = "x = 1  # all of it replaced"
+    cases["a read-only cell rewritten"] = cells
+    cells = copy.deepcopy(list(learner.cells))
+    cells[stub:stub] = [nbformat.v4.new_code_cell(learner.cells[setup].source), nbformat.v4.new_code_cell("probe = 1")]
+    cases["a read-only cell copied lower, then a cell added"] = cells
+    cases["the right notebook"] = copy.deepcopy(list(right.cells))
+    for case, cells in cases.items():
+        v4 = nbformat.from_dict({**learner, "cells": cells})
+        assert grading.split_submission(chapter, v3(v4)) == grading.split_submission(chapter, v4), case
+    _, extras, _ = grading.split_submission(chapter, v3(nbformat.from_dict({**learner, "cells": cases["a read-only cell rewritten"]})))
+    assert extras == {}, extras  # dropped, as version 4 drops it
+    # An answer cell whose metadata was stripped, at the answer's place, is still that answer.
+    old = v3(right)
+    answer_at = next(k for k, c in enumerate(old.cells) if grade_id(c) == "ex03_1")
+    old.cells[answer_at].metadata = {}
+    answers, _, _ = grading.split_submission(chapter, old)
+    assert answers["ex03_1"] == grading.split_submission(chapter, right)[0]["ex03_1"]
+
 def test_reference_values_never_touch_the_disk():
     """Item 1: after the reference run the expected values live in the grader's memory only."""
     needs_bubblewrap()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import difflib
 import hashlib
 import io
 import json
@@ -330,6 +331,60 @@ def _cell_text(cell: dict) -> str:
     return source if isinstance(source, str) else ""
 
 
+def _course_cells_by_position(chapter: Chapter, cells: list) -> dict[int, str]:
+    """For a submission without the course's cell ids: submission cell index -> the released cell's id it is.
+
+    The two cell lists are aligned in order (difflib), so a match never jumps backwards: a cell with a course
+    grade id is the released cell with that grade id; a cell whose type and text are a released cell's, at its
+    place, is that cell; a cell that sits where a released cell sits but whose text differs is that cell, edited
+    (a read-only cell the learner edited is dropped, as in version 4, instead of running as an added cell). A
+    cell in neither case (a copy of a cell elsewhere, a new cell) is the learner's own.
+    """
+    released: list[tuple[str, tuple, str, str]] = []  # (solution id, key, cell type, text)
+    for solution_cell, learner_cell in zip(chapter.solution.cells, chapter.learner_cells):
+        if not solution_cell.get("id") or learner_cell is None:
+            continue
+        graded = solution_cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        kind, text = learner_cell.get("cell_type"), learner_cell.source.strip()
+        released.append((solution_cell["id"], ("graded", graded) if isinstance(graded, str) else (kind, text),
+                         kind, text))
+    graded_ids = {key[1] for _, key, _, _ in released if key[0] == "graded"}
+    submitted: list[tuple[int, tuple, str, str]] = []
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            continue
+        metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        meta = metadata.get("nbgrader") if isinstance(metadata.get("nbgrader"), dict) else {}
+        grade_id = meta.get("grade_id")
+        kind, text = cell.get("cell_type"), _cell_text(cell).strip()
+        submitted.append((index, ("graded", grade_id) if grade_id in graded_ids else (kind, text), kind, text))
+    course_ids: dict[int, str] = {}
+    matcher = difflib.SequenceMatcher(None, [r[1] for r in released], [s[1] for s in submitted], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            course_ids.update((submitted[j1 + k][0], released[i1 + k][0]) for k in range(i2 - i1))
+        elif tag == "replace":
+            # The same number of cells of the same types in place: edited in place. Otherwise pair a cell with
+            # the next released cell of its type whose text it mostly keeps (an edit, not a new cell).
+            old, new = released[i1:i2], submitted[j1:j2]
+            if len(old) == len(new) and all(o[2] == n[2] for o, n in zip(old, new)):
+                course_ids.update((n[0], o[0]) for o, n in zip(old, new))
+                continue
+            start = 0
+            for n in new:
+                for k in range(start, len(old)):
+                    if old[k][2] == n[2] and difflib.SequenceMatcher(None, old[k][3], n[3]).ratio() >= 0.5:
+                        course_ids[n[0]] = old[k][0]
+                        start = k + 1
+                        break
+    # A second cell with an answer's grade id (a split or copied answer cell) is that answer cell too.
+    by_grade_id = {key[1]: cell_id for cell_id, key, _, _ in reversed(released) if key[0] == "graded"}
+    for index, key, _, _ in submitted:
+        if key[0] == "graded" and index not in course_ids:
+            course_ids[index] = by_grade_id[key[1]]
+    return course_ids
+
+
 def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tuple[dict, dict, dict]:
     """The learner's code answers (by grade_id, else cell id), added cells (anchored after a known cell)
     and texts of exercises graded by hand (grade id -> text)."""
@@ -342,22 +397,16 @@ def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tup
     manual_ids = {e.grade_id for e in chapter.manual}
     check_ids = {f"{e.grade_id}_check" for e in chapter.exercises}
     # A notebook saved in nbformat < 4.5 has no cell ids (reading it as version 4 makes up new ones), nor has a
-    # notebook whose cells were pasted into a new one: when no cell id is the course's, a cell with a course grade
-    # id, or else whose text is a released cell's, is that cell (so added cells are anchored as in version 4).
-    by_source: dict[tuple, str] = {}
-    by_grade_id: dict[str, str] = {}
+    # notebook whose cells were pasted into a new one: then each cell is matched to the released cell it is by
+    # its place and text (_course_cells_by_position), so added and edited cells are treated as in version 4.
+    course_ids: dict[int, str] = {}
     if not any(isinstance(c, dict) and c.get("id") in known_ids for c in submission.cells):
-        for solution_cell, learner_cell in zip(chapter.solution.cells, chapter.learner_cells):
-            if solution_cell.get("id") and learner_cell is not None:
-                by_source.setdefault((learner_cell.get("cell_type"), learner_cell.source.strip()), solution_cell["id"])
-            graded = solution_cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            if solution_cell.get("id") and isinstance(graded, str):
-                by_grade_id.setdefault(graded, solution_cell["id"])
+        course_ids = _course_cells_by_position(chapter, submission.cells)
     answers: dict[str, str] = {}
     texts: dict[str, str] = {}
     extras: dict[str | None, list[str]] = {}
     anchor = None
-    for cell in submission.cells:
+    for position, cell in enumerate(submission.cells):
         if not isinstance(cell, dict):
             continue
         metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
@@ -365,9 +414,8 @@ def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tup
         grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
         cell_id = cell.get("id") if isinstance(cell.get("id"), str) else None
         source = _cell_text(cell)
-        if by_source:
-            cell_id = by_grade_id.get(grade_id) if grade_id in by_grade_id else \
-                by_source.get((cell.get("cell_type"), source.strip()), cell_id)
+        if position in course_ids:
+            cell_id = course_ids[position]
         if grade_id not in chapter.answer_ids | manual_ids and cell_id in by_cell_id:
             grade_id = by_cell_id[cell_id]  # metadata stripped, cell id kept
         # An answer in several cells with the same grade id (JupyterLab's "split cell" copies the metadata,
