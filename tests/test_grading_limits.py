@@ -419,3 +419,50 @@ def test_cgroup_v2_slot_against_a_fake_cgroupfs(tmp_path, monkeypatch):
     # Where memory.peak cannot be opened for writing (Linux before 6.12), no peak: the probe is unmeasurable.
     (folder / "memory.peak").unlink()
     assert slot.start_memory_peak() is None
+
+
+SOCKET_QUEUES = textwrap.dedent("""
+    import socket, sys, time
+    data, sent, kept = b"x" * 65536, 0, []
+    for _ in range(200):  # 200 UNIX socket pairs, each send queue filled until the kernel refuses more
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        try:
+            while True:
+                sent += a.send(data)
+        except BlockingIOError:
+            pass
+        kept.append((a, b))
+    print(sent, flush=True)
+    sys.stdin.read()  # hold the queues until the test has measured
+""")
+
+
+def test_socket_queues_count_only_with_a_control_group():
+    """Issue 31, item 2, what the README says of the memory count: data passed with send() is not in the
+    bytes-written count (the kernel's wchar counts write(), not send()), so without a control group a buffer
+    kept in socket queues is not counted; with one the kernel charges the queues to the group, and the
+    group's peak grows by at least what was sent."""
+    import subprocess
+    import sys
+
+    from coursetools.grading import cgroups
+
+    slot = cgroups.Slot.create(1 << 30, 64, 1.0)
+    base = slot.start_memory_peak() if slot is not None else None
+    child = subprocess.Popen([sys.executable, "-c", SOCKET_QUEUES], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, preexec_fn=slot.join if slot is not None else None)
+    try:
+        sent = int(child.stdout.readline())
+        written = sandbox._io_written(child.pid)
+        peak = slot.stop_memory_peak() if slot is not None else None
+    finally:
+        child.communicate("")
+        if slot is not None:
+            slot.kill()
+            slot.remove()
+    assert sent > 8 << 20, sent  # the queues hold megabytes
+    assert written < sent / 100, (written, sent)  # send() is not in wchar: the README names this gap
+    if slot is None:
+        pytest.skip("no control group can be made here: the charged-to-the-group half is not checked")
+    assert base is not None and peak is not None and peak - base >= sent, (peak, base, sent)

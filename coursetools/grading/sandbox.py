@@ -463,8 +463,9 @@ class MemoryPeak:
       resident memory polled meanwhile;
     - the writable memory its processes used during the job (utils.checks.touched_bytes, after their
       referenced bits were cleared through ``clear_refs`` before it), plus the private memory they gave back
-      (utils.checks.private_bytes fell) and the bytes they wrote to files, pipes or sockets (``wchar``): so a
-      buffer filled before the job and reused, freed or written out during it counts as much as a new one.
+      (utils.checks.private_bytes fell) and the bytes they passed to write() (``wchar``; not send(), whose
+      socket queues only a control group counts): so a buffer filled before the job and reused, freed or
+      written out during it counts as much as a new one.
 
     The submission cannot undo the count: ``/proc`` is read-only in the sandbox (no writing its own
     ``clear_refs``) and the runner forbids the ``madvise`` advice that clears referenced bits
