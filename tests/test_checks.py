@@ -223,3 +223,49 @@ def test_predicted_gates_the_result_on_the_prediction(capsys):
     assert checks.predicted(broken, "2.3") is False
     assert capsys.readouterr().out == "Exercise 2.3's answer raised NameError: fix it first; then run this cell.\n"
     assert checks.predicted(lambda: "b", "1.4") is True and capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("answer", "form", "said"),
+    [
+        (lambda: None, {"options": ["a", "b", "c"]}, "expected one of 'a', 'b', 'c' as a string, got None"),
+        (lambda: "e", {"options": ["a", "b", "c"]}, "expected one of 'a', 'b', 'c', got 'e'"),
+        (lambda: 2, {"options": ["a", "b", "c"]}, "expected one of 'a', 'b', 'c' as a string, got int"),
+        (lambda: None, {"number": True}, "expected a number, got None"),
+        (lambda: "7", {"number": True}, "expected a number, got str"),
+        (lambda: float("inf"), {"number": True}, "expected a finite number, got inf"),
+        (lambda: float("nan"), {"number": True}, "got NaN"),
+    ],
+)
+def test_predicted_opens_only_for_an_answer_of_the_right_form(capsys, answer, form, said):
+    """Red team 35 F5: the gate opened for any answer that returned (None, "e"), while the visible check still
+    failed. It opens only for what the visible check records, and says what was expected and what it got."""
+    assert checks.predicted(answer, "1.4", **form) is False
+    out = capsys.readouterr().out
+    assert said in out and out.startswith("Exercise 1.4's prediction: ") and out.count("\n") == 1, out
+    assert checks.predicted(answer, "1.4") is True  # the older call (chapters 01, 03, 06) keeps opening
+
+
+@pytest.mark.parametrize(("answer", "form"), [(lambda: "B ", {"options": ["a", "b"]}), (lambda: 7, {"number": True}),
+                                              (lambda: torch.tensor(2.5), {"number": True})])
+def test_predicted_opens_for_every_answer_the_visible_check_records(capsys, answer, form):
+    assert checks.predicted(answer, "2.6", **form) is True and capsys.readouterr().out == ""
+    if "options" in form:
+        assert checks.prediction(answer(), form["options"]).ok
+    else:
+        assert checks.number_form(answer()).ok
+
+
+def test_predicted_reminds_a_learner_who_has_not_run_the_answer_cell(capsys):
+    """The answer taken lazily (``lambda: answer_10_6()``): a cell never run gives the reminder, not the raw
+    NameError traceback the older call raised before ``predicted`` was even called."""
+    with pytest.raises(NameError):
+        checks.predicted(answer_10_6, "10.6")  # noqa: F821 - the older call: looked up before the call
+    assert checks.predicted(lambda: answer_10_6(), "10.6", number=True) is False  # noqa: F821
+    assert capsys.readouterr().out == (
+        "Run the cell of Exercise 10.6 (it defines answer_10_6) and make your prediction first; then run this cell.\n")
+
+
+def test_predicted_takes_options_or_a_number_not_both():
+    with pytest.raises(TypeError, match="not both"):
+        checks.predicted(lambda: "a", "1.4", ["a", "b"], number=True)

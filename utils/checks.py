@@ -323,21 +323,56 @@ def prediction(
     return Verdict(True, f"{name} is recorded, not judged here ({RECORDED}); {then}")
 
 
-def predicted(answer: Callable[[], Any], exercise_id: str) -> bool:
-    """Whether exercise ``exercise_id``'s prediction is made (``answer()`` returns); if not, say so.
+def predicted(
+    answer: Callable[[], Any],
+    exercise_id: str,
+    options: Sequence[str] | None = None,
+    *,
+    number: bool = False,
+) -> bool:
+    """Whether exercise ``exercise_id``'s prediction is made, in the right form; if not, say what is wrong.
 
     The cell that runs the experiment of a prediction exercise starts with ``if check.predicted(...):``, so
     that it shows the result only after the prediction (and the copy in chapters/, executed with the stubs,
     stores the reminder, not the result). Its assertion sits in a hidden-tests block: in the learner's copy
     the code does not state the answer either.
+
+    Call it with the answer taken lazily and the form of a valid answer, as the visible check has it::
+
+        if check.predicted(lambda: answer_2_3(), "2.3", ["a", "b", "c", "d"]):   # multiple choice
+        if check.predicted(lambda: answer_2_6(), "2.6", number=True):              # a number
+
+    The gate opens only for an answer the visible check records (one of ``options``, or one finite number);
+    for None, an option that is not one, or not a number it prints what was expected and what it got. The
+    ``lambda`` makes an answer cell that was never run a reminder, not a ``NameError`` traceback. Without
+    ``options`` or ``number`` (the older call ``check.predicted(answer_1_4, "1.4")``) any answer that returns
+    opens the gate.
     """
+    if options is not None and number:
+        raise TypeError("check.predicted: give options (multiple choice) or number=True, not both")
     try:
-        answer()
+        got = answer()
     except NotImplementedError:
         print(f"Make your prediction in Exercise {exercise_id} first; then run this cell.")
         return False
+    except NameError as error:
+        if getattr(error, "name", None) == "answer_" + exercise_id.replace(".", "_"):
+            print(f"Run the cell of Exercise {exercise_id} (it defines {error.name}) and make your prediction "
+                  "first; then run this cell.")
+        else:
+            print(f"Exercise {exercise_id}'s answer raised NameError: fix it first; then run this cell.")
+        return False
     except Exception as error:  # noqa: BLE001 - any failure of the learner's cell means no prediction yet
         print(f"Exercise {exercise_id}'s answer raised {type(error).__name__}: fix it first; then run this cell.")
+        return False
+    if options is not None:
+        form = choice_form(got, options, name=f"Exercise {exercise_id}'s prediction")
+    elif number:
+        form = number_form(got, name=f"Exercise {exercise_id}'s prediction")
+    else:
+        return True
+    if not form:
+        print(f"{form.message}: fix it first; then run this cell.")
         return False
     return True
 
