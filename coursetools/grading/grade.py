@@ -331,19 +331,27 @@ def _cell_text(cell: dict) -> str:
     return source if isinstance(source, str) else ""
 
 
+def _kept(released: str, submitted: str) -> bool:
+    """Whether ``submitted`` keeps most of a released cell's text (an edit of it, not a cell of its own)."""
+    return difflib.SequenceMatcher(None, released, submitted).ratio() >= 0.5
+
+
 def _course_cells_by_position(chapter: Chapter, cells: list) -> dict[int, str]:
     """For a submission without the course's cell ids: submission cell index -> the released cell's id it is.
 
     The two cell lists are aligned in order (difflib), so a match never jumps backwards: a cell with a course
     grade id is the released cell with that grade id; a cell whose type and text are a released cell's, at its
-    place, is that cell; a cell that sits where a released cell sits but whose text differs is that cell, edited
-    (a read-only cell the learner edited is dropped, as in version 4, instead of running as an added cell). A
-    cell in neither case (a copy of a cell elsewhere, a new cell) is the learner's own.
+    place, is that cell; a cell that sits where a released cell sits and keeps most of its text is that cell,
+    edited (a read-only cell the learner edited is dropped, as in version 4, instead of running as an added
+    cell); an answer cell whose metadata was stripped, where the answer sits, is the answer; a cell whose text
+    is exactly a released cell's left unmatched is that cell, moved. Any other cell (a copy of a cell elsewhere,
+    a new cell, a read-only cell rewritten by more than half) is the learner's own and runs. Cells the learner
+    never gets (rubrics) are left out of the alignment.
     """
     released: list[tuple[str, tuple, str, str]] = []  # (solution id, key, cell type, text)
     for solution_cell, learner_cell in zip(chapter.solution.cells, chapter.learner_cells):
-        if not solution_cell.get("id") or learner_cell is None:
-            continue
+        if not solution_cell.get("id") or learner_cell is None or release.is_rubric(solution_cell):
+            continue  # a rubric cell is never in the learner's notebook: aligning against it shifts the rest
         graded = solution_cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         kind, text = learner_cell.get("cell_type"), learner_cell.source.strip()
         released.append((solution_cell["id"], ("graded", graded) if isinstance(graded, str) else (kind, text),
@@ -364,19 +372,32 @@ def _course_cells_by_position(chapter: Chapter, cells: list) -> dict[int, str]:
         if tag == "equal":
             course_ids.update((submitted[j1 + k][0], released[i1 + k][0]) for k in range(i2 - i1))
         elif tag == "replace":
-            # The same number of cells of the same types in place: edited in place. Otherwise pair a cell with
-            # the next released cell of its type whose text it mostly keeps (an edit, not a new cell).
+            # The same number of cells of the same types in place, each an answer or keeping most of its
+            # text: edited in place. Otherwise pair a cell with the next released cell of its type that is an
+            # answer (its metadata stripped) or whose text it mostly keeps (an edit, not a new cell). A cell of the learner's own in place of a deleted one
+            # is theirs (it runs); a read-only cell rewritten by more than half runs too (without ids the two
+            # cannot be told apart, and running the learner's code is the safer error).
             old, new = released[i1:i2], submitted[j1:j2]
-            if len(old) == len(new) and all(o[2] == n[2] for o, n in zip(old, new)):
+            if len(old) == len(new) and all(o[2] == n[2] and (o[1][0] == "graded" or _kept(o[3], n[3]))
+                                            for o, n in zip(old, new)):
                 course_ids.update((n[0], o[0]) for o, n in zip(old, new))
                 continue
             start = 0
             for n in new:
                 for k in range(start, len(old)):
-                    if old[k][2] == n[2] and difflib.SequenceMatcher(None, old[k][3], n[3]).ratio() >= 0.5:
+                    if old[k][2] == n[2] and (old[k][1][0] == "graded" or _kept(old[k][3], n[3])):
                         course_ids[n[0]] = old[k][0]
                         start = k + 1
                         break
+    # A cell moved elsewhere (its text exactly a released cell's left unmatched) is that cell, as in version 4.
+    used = set(course_ids.values())
+    unmatched: dict[tuple, str] = {}
+    for cell_id, key, _, _ in released:
+        if cell_id not in used and key[0] != "graded":
+            unmatched.setdefault(key, cell_id)
+    for index, key, _, _ in submitted:
+        if index not in course_ids and key in unmatched:
+            course_ids[index] = unmatched.pop(key)
     # A second cell with an answer's grade id (a split or copied answer cell) is that answer cell too.
     by_grade_id = {key[1]: cell_id for cell_id, key, _, _ in reversed(released) if key[0] == "graded"}
     for index, key, _, _ in submitted:
