@@ -331,6 +331,13 @@ def _cell_text(cell: dict) -> str:
     return source if isinstance(source, str) else ""
 
 
+def _grade_id(cell: dict) -> str | None:
+    """A submitted cell's nbgrader grade id (None if it has none, or its metadata is malformed)."""
+    metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+    meta = metadata.get("nbgrader") if isinstance(metadata.get("nbgrader"), dict) else {}
+    return meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
+
+
 def _kept(released: str, submitted: str) -> bool:
     """Whether ``submitted`` keeps most of a released cell's text (an edit of it, not a cell of its own)."""
     return difflib.SequenceMatcher(None, released, submitted).ratio() >= 0.5
@@ -361,9 +368,7 @@ def _course_cells_by_position(chapter: Chapter, cells: list) -> dict[int, str]:
     for index, cell in enumerate(cells):
         if not isinstance(cell, dict):
             continue
-        metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-        meta = metadata.get("nbgrader") if isinstance(metadata.get("nbgrader"), dict) else {}
-        grade_id = meta.get("grade_id")
+        grade_id = _grade_id(cell)
         kind, text = cell.get("cell_type"), _cell_text(cell).strip()
         submitted.append((index, ("graded", grade_id) if grade_id in graded_ids else (kind, text), kind, text))
     course_ids: dict[int, str] = {}
@@ -372,16 +377,11 @@ def _course_cells_by_position(chapter: Chapter, cells: list) -> dict[int, str]:
         if tag == "equal":
             course_ids.update((submitted[j1 + k][0], released[i1 + k][0]) for k in range(i2 - i1))
         elif tag == "replace":
-            # The same number of cells of the same types in place, each an answer or keeping most of its
-            # text: edited in place. Otherwise pair a cell with the next released cell of its type that is an
-            # answer (its metadata stripped) or whose text it mostly keeps (an edit, not a new cell). A cell of the learner's own in place of a deleted one
-            # is theirs (it runs); a read-only cell rewritten by more than half runs too (without ids the two
-            # cannot be told apart, and running the learner's code is the safer error).
+            # Pair each cell with the next released cell of its type that is an answer (its metadata stripped)
+            # or whose text it mostly keeps (an edit, not a new cell). A cell of the learner's own in place of a
+            # deleted one is theirs (it runs); so is a read-only cell rewritten by more than half (without ids
+            # the two cannot be told apart, and running the learner's code is the safer error).
             old, new = released[i1:i2], submitted[j1:j2]
-            if len(old) == len(new) and all(o[2] == n[2] and (o[1][0] == "graded" or _kept(o[3], n[3]))
-                                            for o, n in zip(old, new)):
-                course_ids.update((n[0], o[0]) for o, n in zip(old, new))
-                continue
             start = 0
             for n in new:
                 for k in range(start, len(old)):
@@ -430,9 +430,7 @@ def split_submission(chapter: Chapter, submission: nbformat.NotebookNode) -> tup
     for position, cell in enumerate(submission.cells):
         if not isinstance(cell, dict):
             continue
-        metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-        meta = metadata.get("nbgrader") if isinstance(metadata.get("nbgrader"), dict) else {}
-        grade_id = meta.get("grade_id") if isinstance(meta.get("grade_id"), str) else None
+        grade_id = _grade_id(cell)
         cell_id = cell.get("id") if isinstance(cell.get("id"), str) else None
         source = _cell_text(cell)
         if position in course_ids:
