@@ -190,6 +190,27 @@ def test_a_prediction_of_the_wrong_form_is_refused(got, fragment):
     assert not verdict.ok and fragment in verdict.message, verdict
 
 
+def test_a_number_prediction_gets_the_same_message_for_every_number(capsys):
+    """Exercise red team F3: a predicted count (2 effective items, 7 uniform rows) confirmed by a digest is found
+    by trying 1, 2, 3, ...; check.prediction(got, number=True) records any finite number alike."""
+    lines = set()
+    for got in [0, 2, 7.0, -3.5, 1e9, torch.tensor(2.0)]:
+        verdict = checks.prediction(got, number=True)
+        assert verdict.ok and checks.RECORDED in verdict.message, verdict
+        checks.exercise("9.8", lambda got=got: checks.prediction(got, number=True))
+        lines.add(capsys.readouterr().out)
+    assert len(lines) == 1 and "recorded" in next(iter(lines)), lines
+    for got, said in [(None, "expected a number, got None"), ("2", "expected a number, got str"),
+                      (float("nan"), "got NaN"), (float("inf"), "expected a finite number")]:
+        verdict = checks.prediction(got, number=True)
+        assert not verdict.ok and said in verdict.message, verdict
+    with pytest.raises(AssertionError, match="form check cannot grade"):
+        checks.require(lambda: checks.prediction(2, number=True))
+    for wrong_call in (lambda: checks.prediction(2), lambda: checks.prediction("a", ["a"], number=True)):
+        with pytest.raises(TypeError, match="options .* or number=True"):
+            wrong_call()
+
+
 def test_the_hidden_choice_test_still_grades_a_recorded_prediction():
     """check.require over check.choice (the hidden test) rejects a wrong option the visible check records."""
     assert checks.prediction("a", ["a", "b"]).ok

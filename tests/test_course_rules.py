@@ -187,7 +187,8 @@ def test_no_visible_check_confirms_a_multiple_choice_answer(path):
         found = re.search(r"check\.choice(?:_digest)?\(", visible)
         assert not found, f"{path.name}: a visible check confirms a multiple-choice answer: {visible.strip()[:160]}"
         if "check.prediction(" in visible:
-            assert hidden_begins and "check.choice(" in rest, f"{path.name}: a prediction without a hidden check.choice"
+            graded_by = "check.number(" if "number=True" in visible else "check.choice("
+            assert hidden_begins and graded_by in rest, f"{path.name}: a prediction without a hidden {graded_by}...)"
         # Not only those two names (hostile review F8): the answer function of a hidden check.choice is called in
         # the visible part only as check.prediction's first argument, so no `if answer() == "b"`, no
         # number_digest or close on it, no print of a verdict.
@@ -199,6 +200,61 @@ def test_no_visible_check_confirms_a_multiple_choice_answer(path):
         for answer in answers:
             other = [ast.unparse(c) for c in calls if ast.unparse(c.func) == answer and id(c) not in recorded]
             assert not other, f"{path.name}: the visible check uses {answer}() outside check.prediction: {other}"
+
+
+_PREDICT_HEADING = re.compile(r"^### Exercise (\d+\.\d+)\b[^\n(]*\((predict[^,]*)", re.M)
+
+
+def _prediction_form(call: ast.Call) -> str:
+    """The form a check.prediction / check.predicted call records: "number" or the options as written."""
+    keywords = {k.arg: ast.unparse(k.value) for k in call.keywords}
+    if keywords.get("number") == "True":
+        return "number"
+    options = call.args[2] if ast.unparse(call.func) == "check.predicted" else (call.args[1] if len(call.args) > 1 else None)
+    return ast.unparse(options) if options is not None else keywords.get("options", "none")
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_a_prediction_is_recorded_by_its_form_and_its_gate_checks_the_same_form(path):
+    """Issue 24 (exercise red team F3, F5): a predicted count ("2 effective items", "7 uniform rows") is found by
+    trying 1, 2, 3, ... as easily as an option; so every exercise whose heading says "predict" has a visible
+    check that only records the form (check.prediction, options or number=True), and the cell that shows its
+    result opens (check.predicted) only for an answer of that same form, the answer taken lazily."""
+    nb = nbformat.read(path, as_version=4)
+    headings = {m.group(1): m.group(2) for c in nb.cells if c.cell_type == "markdown"
+                for m in _PREDICT_HEADING.finditer(c.source)}
+    recorded: dict[str, str] = {}
+    gates: dict[str, str] = {}
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        visible = cell.source.partition("### BEGIN HIDDEN TESTS")[0]
+        for call in (n for n in ast.walk(ast.parse(visible)) if isinstance(n, ast.Call)):
+            name = ast.unparse(call.func)
+            if name == "check.exercise" and call.args and isinstance(call.args[0], ast.Constant):
+                label = call.args[0].value
+                checks = [ast.unparse(c.func) for a in call.args[1:] for c in ast.walk(a) if isinstance(c, ast.Call)]
+                if label in headings:
+                    assert "check.prediction" in checks and not {"check.number_digest", "check.choice_digest",
+                                                                  "check.number", "check.close"} & set(checks), (
+                        f"{path.name}: exercise {label} is a prediction, but its visible check judges it: {checks}")
+                    inner = next(c for a in call.args[1:] for c in ast.walk(a)
+                                 if isinstance(c, ast.Call) and ast.unparse(c.func) == "check.prediction")
+                    recorded[label] = _prediction_form(inner)
+                elif "check.prediction" in checks:  # a multiple-choice "explain, choose one" is recorded the same way
+                    inner = next(c for a in call.args[1:] for c in ast.walk(a)
+                                 if isinstance(c, ast.Call) and ast.unparse(c.func) == "check.prediction")
+                    recorded[label] = _prediction_form(inner)
+            if name == "check.predicted":
+                label = ast.unparse(call.args[1]).strip("'\"")
+                assert isinstance(call.args[0], ast.Lambda), (
+                    f"{path.name}: check.predicted for {label} takes the answer itself; a cell never run raises NameError")
+                gates[label] = _prediction_form(call)
+    for label, form in gates.items():
+        assert label in recorded, f"{path.name}: a gate for {label}, which has no recorded prediction"
+        assert form == recorded[label], f"{path.name}: {label}'s gate opens for {form}, its check records {recorded[label]}"
+    for label, kind in headings.items():
+        assert label in recorded, f"{path.name}: exercise {label} ({kind}) has no visible check.prediction"
+        if "run" in kind:
+            assert label in gates, f"{path.name}: exercise {label} says 'then run' but no cell waits for it (check.predicted)"
 
 
 def test_what_learners_read_never_sends_them_to_a_file_they_do_not_have():
@@ -239,3 +295,22 @@ def test_a_prediction_s_result_waits_for_the_prediction(path):
         assert "first; then run this cell" in shown and len(shown.splitlines()) == 1, (
             f"cell {i + 1} stores more than the reminder: {shown[:200]!r}")
         assert not re.search(r"^\s*assert\b", cells[i].source, re.M), f"cell {i + 1}'s source asserts the answer"
+
+
+def test_exercise_10_6_asks_about_a_sentence_the_chapter_has_not_drawn():
+    """Exercise red team F4: 10.6 asked for the uniform rows of head 2 on the default sentence, whose heat maps
+    section 5 had already drawn (and section 3 printed head 2's choices for). Its sentence now appears in no
+    cell, source or output, before the exercise, and it is not the visualizer's default."""
+    from utils.visualizer import attention_for_tokens, tokenize
+
+    cells = nbformat.read(ROOT / "chapters" / "10_attention_visualizer.ipynb", as_version=4).cells
+    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("### Exercise 10.6"))
+    sentence = re.search(r'\*"([^"]+)"\*', cells[start].source).group(1)
+    before = "\n".join(c.source + _text_outputs(c) for c in cells[:start]).lower()
+    assert sentence.lower() not in before, f"10.6's sentence {sentence!r} is shown before the exercise"
+    assert "DEFAULT_SENTENCE" not in next(c.source for c in cells[start:] if "check.predicted(" in c.source)
+    _, weights = attention_for_tokens(tokenize(sentence))
+    default_uniform = [bool((row == row[0]).all()) for row in attention_for_tokens(tokenize(
+        "The cat sat on the mat because it was tired."))[1][2]]
+    uniform = [bool((row == row[0]).all()) for row in weights[2]]
+    assert sum(uniform) != sum(default_uniform), "the count is the default sentence's: learners have seen it"

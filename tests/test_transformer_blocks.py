@@ -314,3 +314,25 @@ def test_dropout_is_applied_where_pytorch_applies_it(kind, place):
     output's spread beyond what the comparison above allows: each place is one PyTorch drops at."""
     _, z_std = _train_mode_spread(kind, switched_off=place)
     assert z_std > 6, f"{kind}: without {place}'s dropout the spread still matches PyTorch's (z = {z_std:.1f})"
+
+
+def test_greedy_decode_runs_without_dropout_and_leaves_the_mode_as_it_was():
+    """Review 06-MS1: decoding a model left in training mode drew dropout masks, so two decodes of the same
+    strings differed. greedy_decode runs in eval mode and restores the caller's mode, also after an error."""
+    from utils.transformer_blocks import Seq2Seq, greedy_decode, source_tensor
+
+    torch.manual_seed(0)
+    model = Seq2Seq(dropout=0.5).train()
+    src = torch.cat([source_tensor("abcdefg"), source_tensor("hgfed")])
+    first, second = greedy_decode(model, src, 9), greedy_decode(model, src, 9)
+    assert model.training, "greedy_decode left the model in eval mode"
+    assert torch.equal(first, second), "two decodes differ: dropout was on"
+    with torch.no_grad():  # the same model with dropout on: a training-mode forward is not deterministic
+        memory_a, memory_b = model.encode(src)[0], model.encode(src)[0]
+    assert not torch.equal(memory_a, memory_b), "dropout 0.5 did nothing, so this test proves nothing"
+    model.eval()
+    assert torch.equal(greedy_decode(model, src, 9), first) and not model.training
+    model.train()
+    with pytest.raises(ValueError):
+        greedy_decode(model, src, 0)
+    assert model.training

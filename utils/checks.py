@@ -304,20 +304,24 @@ def choice_form(got: Any, options: Sequence[str], *, name: str = "your choice") 
 
 def prediction(
     got: Any,
-    options: Sequence[str],
+    options: Sequence[str] | None = None,
     *,
+    number: bool = False,
     name: str = "your prediction",
     then: str = "run the cell after this check: its result shows whether your prediction held",
 ) -> Verdict:
-    """Visible check of a multiple-choice answer: records a valid option, never says whether it is right.
+    """Visible check of a prediction: records an answer of the right form, never says whether it is right.
 
     A self-check that confirmed or rejected one of three or four options would let a learner find the
-    answer by trying each in turn, before predicting anything. So the visible check of every multiple-choice
-    exercise checks only the form (one of ``options``, as a string) and says the same thing for every valid
-    option; ``then`` says where the learner finds out (the experiment in the next cell, or the section to
-    reread). The hidden test, ``check.require(lambda: check.choice(got, expected, options))``, grades it.
+    answer by trying each in turn, before predicting anything; a predicted count (2 items, 7 rows) is as
+    easy to find by trying 1, 2, 3, ... So the visible check of every prediction checks only the form (one
+    of ``options``, as a string; or, with ``number=True``, one finite number) and says the same thing for
+    every valid answer; ``then`` says where the learner finds out (the experiment in the next cell, or the
+    section to reread). The hidden test (``check.choice`` or ``check.number``) grades it.
     """
-    form = choice_form(got, options, name=name)
+    if (options is None) == (not number):
+        raise TypeError("check.prediction: give options (multiple choice) or number=True, not both")
+    form = number_form(got, name=name) if number else choice_form(got, options, name=name)
     if not form:
         return form
     return Verdict(True, f"{name} is recorded, not judged here ({RECORDED}); {then}")

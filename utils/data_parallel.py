@@ -13,6 +13,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard  # imported here so that forked ranks need not import it again
 from torch.nn.parallel import DistributedDataParallel
 
+from utils.device import one_thread
 from utils.distributed import rank_device
 
 WIDTHS = (16, 64, 64, 64, 8)  # every width divisible by 8: each weight splits evenly over 1, 2, 4 or 8 ranks
@@ -239,6 +240,7 @@ def memory_worker(rank: int, world_size: int, seed: int = 0, batch: int = 32,
     return out
 
 
+@one_thread  # as each rank trains (utils.distributed runs ranks on one thread)
 def single_process_reference(seed: int = 0, steps: int = 3, batch: int = 32) -> dict[str, Any]:
     """The same training in one process on the whole batches: what every data-parallel scheme must equal."""
     model = train(make_mlp(seed), regression_batches(seed, steps, batch))

@@ -658,6 +658,7 @@ def ffn_dead_units(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor) -> d
     return {"dead": dead.float().mean().item(), "zero_share": zero.float().mean().item(), "units": dead.numel()}
 
 
+@one_thread  # the same numbers for a seed on any load (utils.device)
 def frozen_units_experiment(
     seed: int, offsets: tuple[float, ...] = (-3.0, -8.0), steps: int = 200, pushed: int = 32
 ) -> dict[str, float]:

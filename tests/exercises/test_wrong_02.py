@@ -126,15 +126,19 @@ def attend(X, W_Q, W_K, W_V):
         Wrong("counts only the best key", """
 def answer_2_6():
     return 1
-""", visible="is not right"),
+""", visible=RECORDS),
         Wrong("counts every key with a positive score", """
 def answer_2_6():
     return 5
-""", visible="is not right"),
+""", visible=RECORDS),
         Wrong("counts the three keys with a tag in common", """
 def answer_2_6():
     return 3
-""", visible="is not right"),
+""", visible=RECORDS),
+        Wrong("no answer yet", """
+def answer_2_6():
+    return None
+""", visible="expected a number"),
     ],
 }
 

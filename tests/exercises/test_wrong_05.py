@@ -28,6 +28,12 @@ def sinusoidal_halves(positions, d_model, base=10000.0):
     angles = positions.to(torch.float32)[:, None] * omega
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
 """, visible=PASSES_VISIBLE),
+        Wrong("tensor2tensor's frequencies, 10000^(-i/(d/2 - 1)), in the paper's place (review 05-M1)", """
+def sinusoidal_halves(positions, d_model, base=10000.0):
+    omega = base ** (-torch.arange(d_model // 2, dtype=torch.float64) / (d_model // 2 - 1))
+    angles = positions.to(torch.float64)[:, None] * omega
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1).to(torch.float32)
+""", visible="is not right"),
     ],
     "ex05_2": [
         Wrong("neighbouring pairs (2i, 2i+1), as in section 5", """

@@ -184,6 +184,24 @@ def answer_8_7():
     return "b or a"
 """, visible="expected one of"),
     ],
+    "ex08_6": [
+        Wrong("counts the 36 tiles, not the two products in each", """
+def answer_8_6():
+    return 36.0
+""", visible=RECORDS),
+        Wrong("forgets the causal mask skips the upper tiles (8 × 8 tiles, two products each)", """
+def answer_8_6():
+    return 128.0
+""", visible=RECORDS),
+        Wrong("one product per tile of the full grid", """
+def answer_8_6():
+    return 64.0
+""", visible=RECORDS),
+        Wrong("a number written out as text", """
+def answer_8_6():
+    return "72"
+""", visible="expected a number"),
+    ],
 }
 
 

@@ -83,6 +83,24 @@ def answer_10_3():
     return "b or a"
 """, visible="expected one of"),
     ],
+    "ex10_6": [
+        Wrong("counts 'she' as scoring: a pronoun with no animate noun to find ties every key", """
+def answer_10_6():
+    return 3.0
+""", visible=RECORDS),
+        Wrong("every row of a head attends somewhere (no uniform rows)", """
+def answer_10_6():
+    return 0.0
+""", visible=RECORDS),
+        Wrong("the default sentence's count (7), not this sentence's", """
+def answer_10_6():
+    return 7.0
+""", visible=RECORDS),
+        Wrong("no answer yet", """
+def answer_10_6():
+    return None
+""", visible="expected a number"),
+    ],
 }
 
 

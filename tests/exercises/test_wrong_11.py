@@ -3,7 +3,7 @@
 import re
 
 import nbformat
-from wrong_answer_driver import ROOT, Wrong, check_wrong_answers
+from wrong_answer_driver import RECORDS, ROOT, Wrong, check_wrong_answers
 
 MERGE_HEADER = """
 def merge_partials(m_a, l_a, acc_a, m_b, l_b, acc_b):
@@ -253,6 +253,24 @@ def scores_grad(p, d_out, v, out):
     keep = {CAUSAL} & (offs_n[None, :] >= offs_m[:, None] - window) & (offs_n[None, :] < n)
     s = tl.where(keep, s, float("-inf"))
 """ + WINDOW_UPDATE), visible="has no mask"),
+    ],
+    "ex11_4": [
+        Wrong("the full 16 × 16 grid: the causal skip forgotten", """
+def answer_11_4():
+    return 256
+""", visible=RECORDS),
+        Wrong("one tile per query block", """
+def answer_11_4():
+    return 16
+""", visible=RECORDS),
+        Wrong("the forward and backward products counted together", """
+def answer_11_4():
+    return 272
+""", visible=RECORDS),
+        Wrong("a rounded value as a string", """
+def answer_11_4():
+    return "136"
+""", visible="expected a number"),
     ],
 }
 

@@ -1,6 +1,6 @@
 """Chapter 13: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import Wrong, check_wrong_answers
+from wrong_answer_driver import RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex13_1": [
@@ -184,15 +184,19 @@ def hub_over_ring(p):
         Wrong("not divided by the ranks", """
 def answer_13_5():
     return 120.0
-""", visible="is not right"),
+""", visible=RECORDS),
         Wrong("bytes, not gigabytes", """
 def answer_13_5():
     return 1.875e9
-""", visible="is not right"),
+""", visible=RECORDS),
         Wrong("4 bytes per parameter (parameters only)", """
 def answer_13_5():
     return 0.46875
-""", visible="is not right"),
+""", visible=RECORDS),
+        Wrong("no answer yet", """
+def answer_13_5():
+    return None
+""", visible="expected a number"),
     ],
     "ex13_6": [
         Wrong("the colleague's bug left in", """

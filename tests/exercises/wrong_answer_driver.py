@@ -3,7 +3,7 @@
 For every wrong answer it checks that (1) the hidden tests reject it (they raise AssertionError), and
 (2) unless the wrong answer is marked ``PASSES_VISIBLE`` or ``RECORDS``, the visible self-check says "not yet"
 and, when ``visible`` is a text, that its message names the mistake with that text; a wrong answer marked
-``RECORDS`` (a valid but wrong option of a multiple-choice prediction) must get exactly the message the right
+``RECORDS`` (a valid but wrong prediction: an option, or a number) must get exactly the message the right
 answer gets. After each wrong answer the
 notebook's own answer is restored and must pass both checks again. This is what makes a visible check a
 teacher (it names the mistake) and the hidden tests strictly stronger (they catch everything it catches,
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
 PASSES_VISIBLE = "<the visible check may pass this one; only the hidden tests must catch it>"
-# A multiple-choice prediction: the visible check only records a valid option. For such a wrong answer the
+# A prediction: the visible check only records a valid option or number. For such a wrong answer the
 # visible check must print exactly what it prints for the right answer (so trying each option reveals
 # nothing), and the hidden tests must still reject it.
 RECORDS = "<the visible check records it and says exactly what it says for the right answer>"
