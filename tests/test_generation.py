@@ -244,3 +244,14 @@ def test_generation_widget_saves_a_note_and_says_when_it_cannot_continue():
     assert readout.value.startswith("<pre") and box.style.description_width == "initial"
     box.value = "the gizmo"
     assert "cannot continue" in readout.value
+
+
+def test_top_k_keeps_every_logit_tied_with_the_kth():
+    """Library review O2: with logits [1, 1, 1, 0] and top_k = 2 the three tied tokens are all kept (as the
+    docstring now says); the fourth is never drawn. PyTorch's own topk would pick two of the three."""
+    logits = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    generator = torch.Generator().manual_seed(0)
+    drawn = {int(next_token(logits, 1.0, top_k=2, generator=generator)) for _ in range(300)}
+    assert drawn == {0, 1, 2}, drawn
+    assert {int(next_token(torch.tensor([[3.0, 2.0, 1.0, 0.0]]), 1.0, top_k=2, generator=generator))
+            for _ in range(300)} == {0, 1}

@@ -240,3 +240,15 @@ def test_widget_compute_functions() -> None:
     assert rope["all"] == 0.625 and rope["early"] == 1.0 and rope["late"] == 0.25
     assert extrapolation_summary(fake, "learned", 4)["values"] is None
     assert extrapolation_summary(fake, "rope + interpolation", 4)["late"] == 0.5
+
+
+def test_alibi_bias_counts_queries_and_keys_from_position_zero():
+    """Library review O3: alibi_bias(H, t_q, t_k) puts query i at position i, also when t_q < t_k; the new
+    queries of a KV cache sit at the end, and the docstring's slice of the square bias gives their bias."""
+    from utils.positional import alibi_bias, alibi_slopes
+
+    slopes = alibi_slopes(2)
+    assert torch.equal(alibi_bias(2, 1, 5)[:, 0], -slopes[:, None] * torch.arange(5.0))
+    last_query = alibi_bias(2, 5, 5)[:, -1:]  # (H, 1, 5): query 4 against keys 0..4
+    assert torch.equal(last_query[:, 0], -slopes[:, None] * torch.tensor([4.0, 3.0, 2.0, 1.0, 0.0]))
+    assert not torch.equal(last_query, alibi_bias(2, 1, 5)), "the two alignments differ, as the docstring warns"

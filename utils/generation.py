@@ -242,7 +242,8 @@ def train_gpt(ids: torch.Tensor, vocab_size: int, seed: int = 0, steps: int = 15
 def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """One token per row of ``logits`` (B, V) -> (B, 1). ``temperature=0`` is greedy (argmax);
-    ``top_k`` keeps the k largest logits, ``top_p`` the smallest set with probability >= p."""
+    ``top_k`` keeps every logit at least as large as the k-th largest (tied logits are all kept, so more
+    than k tokens can remain), ``top_p`` the smallest set with probability >= p."""
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a 2-D floating-point tensor (B, V), got "
                          f"{getattr(logits, 'shape', type(logits).__name__)}")

@@ -125,7 +125,9 @@ def alibi_slopes(num_heads: int, device: torch.device | str | None = None) -> to
 
 def alibi_bias(num_heads: int, t_q: int, t_k: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Additive bias (H, t_q, t_k): -slope_h * |i - j|. With a causal mask only j <= i is used, where it is
-    the paper's -slope_h * (i - j)."""
+    the paper's -slope_h * (i - j). Query i and key j are both counted from position 0, so for t_q < t_k (the
+    new queries of a KV cache, which sit at the end) take the last rows of the square bias instead:
+    ``alibi_bias(H, t_k, t_k)[:, -t_q:]``."""
     validate.int_at_least("t_q", t_q, minimum=0)
     validate.int_at_least("t_k", t_k, minimum=0)
     i = torch.arange(t_q, device=device)[:, None]  # (t_q, 1)
