@@ -290,3 +290,37 @@ def test_predicted_reminds_a_learner_who_has_not_run_the_answer_cell(capsys):
 def test_predicted_takes_options_or_a_number_not_both():
     with pytest.raises(TypeError, match="not both"):
         checks.predicted(lambda: "a", "1.4", ["a", "b"], number=True)
+
+
+def test_a_number_check_reads_only_numbers_it_can_trust():
+    """Prediction red team F7: an answer that was a numbers.Real of its own, whose __float__ walked up the stack
+    to the check's ``expected``, passed every hidden check.number. Plain numbers, NumPy's and PyTorch's scalars
+    and a standard Fraction are read; any other Real is refused, and says so."""
+    import fractions
+    import inspect
+    import numbers
+
+    import numpy as np
+
+    class Sly(numbers.Real):
+        def __float__(self):
+            frame = inspect.currentframe().f_back
+            while frame is not None:
+                if "expected" in frame.f_locals:
+                    return float(frame.f_locals["expected"])
+                frame = frame.f_back
+            return 0.0
+
+        __abs__ = __add__ = __ceil__ = __eq__ = __floor__ = __floordiv__ = __le__ = __lt__ = __mod__ = __mul__ = \
+            __neg__ = __pos__ = __pow__ = __radd__ = __rfloordiv__ = __rmod__ = __rmul__ = __round__ = __rpow__ = \
+            __rtruediv__ = __truediv__ = __trunc__ = lambda *args: 0
+        __hash__ = object.__hash__
+
+    for honest in (4, 4.0, np.int64(4), np.float32(4), torch.tensor(4.0), np.array(4.0), fractions.Fraction(8, 2)):
+        assert checks.number(honest, 4.0).ok, type(honest)
+        assert checks.number_form(honest).ok and checks.prediction(honest, number=True).ok
+    verdict = checks.number(Sly(), 4.0)
+    assert not verdict.ok and "expected a plain number (int or float), got Sly" in verdict.message, verdict
+    assert not checks.prediction(Sly(), number=True).ok
+    with pytest.raises(AssertionError, match="plain number"):
+        checks.require(lambda: checks.number(Sly(), 4.0))

@@ -314,3 +314,17 @@ def test_exercise_10_6_asks_about_a_sentence_the_chapter_has_not_drawn():
         "The cat sat on the mat because it was tired."))[1][2]]
     uniform = [bool((row == row[0]).all()) for row in weights[2]]
     assert sum(uniform) != sum(default_uniform), "the count is the default sentence's: learners have seen it"
+
+
+def test_no_letter_is_the_answer_to_most_multiple_choice_exercises():
+    """Exercise red team F6: seven of the twelve multiple-choice answers were "b" and none "d", so answering "b"
+    everywhere scored 7 of 12. No letter is now the answer of more than a third of them (rounded up)."""
+    keys: dict[str, list[str]] = defaultdict(list)
+    for path in SOLUTIONS:
+        for cell in _code_cells(path):
+            for exercise, key in re.findall(r'check\.choice\(\s*answer_(\d+_\d+)\(\),\s*"([a-z])"', cell.source):
+                keys[key].append(exercise.replace("_", "."))
+    total = sum(len(v) for v in keys.values())
+    assert total >= 10, f"found only {total} multiple-choice answers: is the pattern out of date?"
+    most = max(len(v) for v in keys.values())
+    assert most <= -(-total // 3), f"one letter answers {most} of {total}: { {k: sorted(v) for k, v in keys.items()} }"

@@ -14,6 +14,7 @@ grader (ours or nbgrader) records a failure.
 
 from __future__ import annotations
 
+import fractions
 import math
 import numbers
 import traceback
@@ -175,14 +176,27 @@ def close(
 
 def _as_number(got: Any, name: str) -> float | Verdict:
     """The learner's answer as a float, or a Verdict saying why it is not a number."""
+    import numpy as np
+
     if isinstance(got, torch.Tensor):
         if got.numel() != 1:
             return Verdict(False, f"{name}: expected a single number, got {_describe(got)}")
         got = got.detach().cpu().item()
+    if isinstance(got, np.ndarray) and got.ndim == 0:  # np.array(4.0), as a one-element tensor is taken
+        got = np.ndarray.item(got)
     if isinstance(got, bool) or not isinstance(got, numbers.Real):
         if got is None:
             return Verdict(False, f"{name}: expected a number, got None. Did you forget to `return`?")
         return Verdict(False, f"{name}: expected a number, got {_describe(got)}")
+    if not isinstance(got, (int, float)):
+        # NumPy's scalars are read by NumPy; any other Real would be read by its own __float__, which can be
+        # written to return whatever the check compares against (red team: it read the caller's `expected`).
+        if isinstance(got, np.generic):
+            got = np.generic.item(got)
+        elif type(got) is fractions.Fraction:  # exactly the standard library's: its parts are ints
+            got = got.numerator / got.denominator
+        else:
+            return Verdict(False, f"{name}: expected a plain number (int or float), got {type(got).__name__}")
     try:
         # A subclass of float or int counts as the number it holds (its own __float__ is not asked), as
         # in the grader.

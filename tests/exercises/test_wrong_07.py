@@ -132,17 +132,17 @@ def rms_norm_half(x, gamma, eps=1e-6):
 def answer_7_5():
     return "a"
 """, visible=RECORDS),
+        Wrong("option 'b', not the right one", """
+def answer_7_5():
+    return "b"
+""", visible=RECORDS),
         Wrong("option 'c', not the right one", """
 def answer_7_5():
     return "c"
 """, visible=RECORDS),
-        Wrong("option 'd', not the right one", """
-def answer_7_5():
-    return "d"
-""", visible=RECORDS),
         Wrong("not one of the options", """
 def answer_7_5():
-    return "b or a"
+    return "d or a"
 """, visible="expected one of"),
     ],
 }

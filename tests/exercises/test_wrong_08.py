@@ -171,17 +171,17 @@ def attention_crossover(d, c):
 def answer_8_7():
     return "a"
 """, visible=RECORDS),
+        Wrong("option 'b', not the right one", """
+def answer_8_7():
+    return "b"
+""", visible=RECORDS),
         Wrong("option 'c', not the right one", """
 def answer_8_7():
     return "c"
 """, visible=RECORDS),
-        Wrong("option 'd', not the right one", """
-def answer_8_7():
-    return "d"
-""", visible=RECORDS),
         Wrong("not one of the options", """
 def answer_8_7():
-    return "b or a"
+    return "d or a"
 """, visible="expected one of"),
     ],
     "ex08_6": [

@@ -131,17 +131,17 @@ def log_softmax_rows(s):
 def answer_9_3():
     return "a"
 """, visible=RECORDS),
+        Wrong("option 'b', not the right one", """
+def answer_9_3():
+    return "b"
+""", visible=RECORDS),
         Wrong("option 'c', not the right one", """
 def answer_9_3():
     return "c"
 """, visible=RECORDS),
-        Wrong("option 'd', not the right one", """
-def answer_9_3():
-    return "d"
-""", visible=RECORDS),
         Wrong("not one of the options", """
 def answer_9_3():
-    return "b or a"
+    return "d or a"
 """, visible="expected one of"),
     ],
     "ex09_4": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden

@@ -66,9 +66,9 @@ def retemper(weights, tau):
 """, visible="do not sum to 1"),
     ],
     "ex10_3": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
-        Wrong("option 'a', not the right one", """
+        Wrong("option 'b', not the right one", """
 def answer_10_3():
-    return "a"
+    return "b"
 """, visible=RECORDS),
         Wrong("option 'c', not the right one", """
 def answer_10_3():
@@ -80,7 +80,7 @@ def answer_10_3():
 """, visible=RECORDS),
         Wrong("not one of the options", """
 def answer_10_3():
-    return "b or a"
+    return "a or a"
 """, visible="expected one of"),
     ],
     "ex10_6": [
