@@ -319,6 +319,18 @@ def test_a_number_check_reads_only_numbers_it_can_trust():
     for honest in (4, 4.0, np.int64(4), np.float32(4), torch.tensor(4.0), np.array(4.0), fractions.Fraction(8, 2)):
         assert checks.number(honest, 4.0).ok, type(honest)
         assert checks.number_form(honest).ok and checks.prediction(honest, number=True).ok
+    class SlyTensor(torch.Tensor):  # hostile review 37: the same trick through a tensor's item()
+        def item(self):
+            frame = inspect.currentframe().f_back
+            while frame is not None:
+                if "expected" in frame.f_locals:
+                    return float(frame.f_locals["expected"])
+                frame = frame.f_back
+            return 0.0
+
+    sly_tensor = torch.tensor(0.0).as_subclass(SlyTensor)
+    assert not checks.number(sly_tensor, 4.0).ok and "plain number or tensor" in checks.number(sly_tensor, 4.0).message
+    assert checks.number(torch.nn.Parameter(torch.tensor(4.0)), 4.0).ok
     verdict = checks.number(Sly(), 4.0)
     assert not verdict.ok and "expected a plain number (int or float), got Sly" in verdict.message, verdict
     assert not checks.prediction(Sly(), number=True).ok

@@ -328,3 +328,27 @@ def test_no_letter_is_the_answer_to_most_multiple_choice_exercises():
     assert total >= 10, f"found only {total} multiple-choice answers: is the pattern out of date?"
     most = max(len(v) for v in keys.values())
     assert most <= -(-total // 3), f"one letter answers {most} of {total}: { {k: sorted(v) for k, v in keys.items()} }"
+
+
+def test_the_longest_option_is_not_a_shortcut_to_the_answer():
+    """Hostile review 37: answering with the longest option scored 6 of 12 multiple-choice exercises (the keys
+    were written with more care than the distractors). The key is the strictly longest option in no more of
+    them than chance would give with four options (a quarter, rounded up)."""
+    option = re.compile(r'^\* `"([a-d])"`: (.*?)(?=^\* `"|^\n|^Return|\Z)', re.S | re.M)
+    longest, total = [], 0
+    for path in SOLUTIONS:
+        nb = nbformat.read(path, as_version=4)
+        keys = {ex.replace("_", "."): key for c in nb.cells if c.cell_type == "code"
+                for ex, key in re.findall(r'check\.choice\(\s*answer_(\d+_\d+)\(\),\s*"([a-z])"', c.source)}
+        for cell in nb.cells:
+            heading = re.match(r"### Exercise (\d+\.\d+)", cell.source)
+            if cell.cell_type != "markdown" or not heading or heading.group(1) not in keys:
+                continue
+            lengths = {letter: len(" ".join(text.split())) for letter, text in option.findall(cell.source)}
+            assert keys[heading.group(1)] in lengths, f"{path.name}: exercise {heading.group(1)}'s options were not found"
+            total += 1
+            others = [n for letter, n in lengths.items() if letter != keys[heading.group(1)]]
+            if lengths[keys[heading.group(1)]] > max(others):
+                longest.append(heading.group(1))
+    assert total >= 10, f"found only {total} multiple-choice exercises"
+    assert len(longest) <= -(-total // 4), f"the key is the longest option in {len(longest)} of {total}: {longest}"
