@@ -302,14 +302,17 @@ def test_a_number_check_reads_only_numbers_it_can_trust():
 
     import numpy as np
 
+    def expected_from_the_stack() -> float:  # what the check compares against, read from its frame
+        frame = inspect.currentframe().f_back
+        while frame is not None:
+            if "expected" in frame.f_locals:
+                return float(frame.f_locals["expected"])
+            frame = frame.f_back
+        return 0.0
+
     class Sly(numbers.Real):
         def __float__(self):
-            frame = inspect.currentframe().f_back
-            while frame is not None:
-                if "expected" in frame.f_locals:
-                    return float(frame.f_locals["expected"])
-                frame = frame.f_back
-            return 0.0
+            return expected_from_the_stack()
 
         __abs__ = __add__ = __ceil__ = __eq__ = __floor__ = __floordiv__ = __le__ = __lt__ = __mod__ = __mul__ = \
             __neg__ = __pos__ = __pow__ = __radd__ = __rfloordiv__ = __rmod__ = __rmul__ = __round__ = __rpow__ = \
@@ -319,14 +322,10 @@ def test_a_number_check_reads_only_numbers_it_can_trust():
     for honest in (4, 4.0, np.int64(4), np.float32(4), torch.tensor(4.0), np.array(4.0), fractions.Fraction(8, 2)):
         assert checks.number(honest, 4.0).ok, type(honest)
         assert checks.number_form(honest).ok and checks.prediction(honest, number=True).ok
+
     class SlyTensor(torch.Tensor):  # hostile review 37: the same trick through a tensor's item()
         def item(self):
-            frame = inspect.currentframe().f_back
-            while frame is not None:
-                if "expected" in frame.f_locals:
-                    return float(frame.f_locals["expected"])
-                frame = frame.f_back
-            return 0.0
+            return expected_from_the_stack()
 
     sly_tensor = torch.tensor(0.0).as_subclass(SlyTensor)
     assert not checks.number(sly_tensor, 4.0).ok and "plain number or tensor" in checks.number(sly_tensor, 4.0).message

@@ -236,10 +236,7 @@ def test_a_prediction_is_recorded_by_its_form_and_its_gate_checks_the_same_form(
                     assert "check.prediction" in checks and not {"check.number_digest", "check.choice_digest",
                                                                   "check.number", "check.close"} & set(checks), (
                         f"{path.name}: exercise {label} is a prediction, but its visible check judges it: {checks}")
-                    inner = next(c for a in call.args[1:] for c in ast.walk(a)
-                                 if isinstance(c, ast.Call) and ast.unparse(c.func) == "check.prediction")
-                    recorded[label] = _prediction_form(inner)
-                elif "check.prediction" in checks:  # a multiple-choice "explain, choose one" is recorded the same way
+                if "check.prediction" in checks:  # also a multiple-choice "explain, choose one", recorded the same way
                     inner = next(c for a in call.args[1:] for c in ast.walk(a)
                                  if isinstance(c, ast.Call) and ast.unparse(c.func) == "check.prediction")
                     recorded[label] = _prediction_form(inner)
@@ -316,14 +313,19 @@ def test_exercise_10_6_asks_about_a_sentence_the_chapter_has_not_drawn():
     assert sum(uniform) != sum(default_uniform), "the count is the default sentence's: learners have seen it"
 
 
+def _choice_keys(nb) -> dict[str, str]:
+    """Exercise label -> the letter its hidden check.choice grades as right."""
+    return {exercise.replace("_", "."): key for cell in nb.cells if cell.cell_type == "code"
+            for exercise, key in re.findall(r'check\.choice\(\s*answer_(\d+_\d+)\(\),\s*"([a-z])"', cell.source)}
+
+
 def test_no_letter_is_the_answer_to_most_multiple_choice_exercises():
     """Exercise red team F6: seven of the twelve multiple-choice answers were "b" and none "d", so answering "b"
     everywhere scored 7 of 12. No letter is now the answer of more than a third of them (rounded up)."""
     keys: dict[str, list[str]] = defaultdict(list)
     for path in SOLUTIONS:
-        for cell in _code_cells(path):
-            for exercise, key in re.findall(r'check\.choice\(\s*answer_(\d+_\d+)\(\),\s*"([a-z])"', cell.source):
-                keys[key].append(exercise.replace("_", "."))
+        for exercise, key in _choice_keys(nbformat.read(path, as_version=4)).items():
+            keys[key].append(exercise)
     total = sum(len(v) for v in keys.values())
     assert total >= 10, f"found only {total} multiple-choice answers: is the pattern out of date?"
     most = max(len(v) for v in keys.values())
@@ -338,8 +340,7 @@ def test_the_longest_option_is_not_a_shortcut_to_the_answer():
     longest, total = [], 0
     for path in SOLUTIONS:
         nb = nbformat.read(path, as_version=4)
-        keys = {ex.replace("_", "."): key for c in nb.cells if c.cell_type == "code"
-                for ex, key in re.findall(r'check\.choice\(\s*answer_(\d+_\d+)\(\),\s*"([a-z])"', c.source)}
+        keys = _choice_keys(nb)
         for cell in nb.cells:
             heading = re.match(r"### Exercise (\d+\.\d+)", cell.source)
             if cell.cell_type != "markdown" or not heading or heading.group(1) not in keys:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -176,8 +177,6 @@ def close(
 
 def _as_number(got: Any, name: str) -> float | Verdict:
     """The learner's answer as a float, or a Verdict saying why it is not a number."""
-    import numpy as np
-
     if isinstance(got, torch.Tensor):
         if type(got) not in (torch.Tensor, torch.nn.Parameter):  # a subclass's item() could read the check's stack
             return Verdict(False, f"{name}: expected a plain number or tensor, got {type(got).__name__}")
