@@ -264,6 +264,22 @@ def test_greedy_decode_is_the_argmax_of_teacher_forcing_on_its_own_output():
     assert torch.equal(forced[before_eos], out[before_eos])
 
 
+def test_greedy_decode_turns_dropout_off_and_restores_the_mode():
+    """Review 06-MS1: a model with dropout, left in training mode, decodes deterministically (eval mode
+    inside greedy_decode), and comes back in the mode it was in."""
+    torch.manual_seed(4)
+    model = Seq2Seq(dropout=0.5).train()
+    src, _, _ = reversal_batch(16, 2, 8, torch.Generator().manual_seed(5))
+    first, second = greedy_decode(model, src, 9), greedy_decode(model, src, 9)
+    assert model.training, "greedy_decode must leave a training model in training mode"
+    assert torch.equal(first, second) and torch.equal(first, greedy_decode(model.eval(), src, 9))
+    assert not model.training, "... and an eval model in eval mode"
+    model.train()
+    with torch.no_grad():  # the dropout really acts in training mode: two forward passes differ
+        tgt_in = torch.cat([torch.full((16, 1), BOS), first[:, :-1]], 1)
+        assert not torch.equal(model(src, tgt_in), model(src, tgt_in))
+
+
 _DROPOUT_PLACES = {
     "encoder": ("dropout1", "dropout2", "ffn.dropout", "self_attn"),
     "decoder": ("dropout1", "dropout2", "dropout3", "ffn.dropout", "self_attn", "cross_attn"),
