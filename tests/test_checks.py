@@ -335,3 +335,20 @@ def test_a_number_check_reads_only_numbers_it_can_trust():
     assert not checks.prediction(Sly(), number=True).ok
     with pytest.raises(AssertionError, match="plain number"):
         checks.require(lambda: checks.number(Sly(), 4.0))
+
+
+def test_a_decimal_or_a_sympy_number_is_refused_with_a_message_that_says_what_to_return():
+    """decimal.Decimal is no numbers.Real, and a SymPy number is read by its own __float__ (which the checks do
+    not trust): both are refused, by the visible check and by a prediction alike, with a message that names the
+    type and says to return a float; the float of either is accepted."""
+    import decimal
+
+    sympy = pytest.importorskip("sympy")
+    for value in (decimal.Decimal("0.5"), sympy.Float(0.5), sympy.Rational(1, 2)):
+        kind = type(value).__name__
+        for verdict in (checks.number(value, 0.5), checks.number_form(value), checks.prediction(value, number=True)):
+            assert not verdict.ok, (kind, verdict)
+            assert f"expected a plain number (int or float), got {kind}: return float(...) of it" in verdict.message, verdict
+        assert checks.number(float(value), 0.5).ok
+    with pytest.raises(AssertionError, match="got Decimal: return float"):
+        checks.require(lambda: checks.number(decimal.Decimal(2), 2.0))

@@ -188,6 +188,9 @@ def _as_number(got: Any, name: str) -> float | Verdict:
     if isinstance(got, bool) or not isinstance(got, numbers.Real):
         if got is None:
             return Verdict(False, f"{name}: expected a number, got None. Did you forget to `return`?")
+        if isinstance(got, numbers.Number) and not isinstance(got, numbers.Complex):  # decimal.Decimal
+            return Verdict(False, f"{name}: expected a plain number (int or float), got {type(got).__name__}: "
+                                  "return float(...) of it")
         return Verdict(False, f"{name}: expected a number, got {_describe(got)}")
     if not isinstance(got, (int, float)):
         # NumPy's scalars are read by NumPy; any other Real would be read by its own __float__, which can be
@@ -197,7 +200,8 @@ def _as_number(got: Any, name: str) -> float | Verdict:
         elif type(got) is fractions.Fraction:  # exactly the standard library's: its parts are ints
             got = got.numerator / got.denominator
         else:
-            return Verdict(False, f"{name}: expected a plain number (int or float), got {type(got).__name__}")
+            return Verdict(False, f"{name}: expected a plain number (int or float), got {type(got).__name__}: "
+                                  "return float(...) of it")
     try:
         # A subclass of float or int counts as the number it holds (its own __float__ is not asked), as
         # in the grader.
