@@ -6,6 +6,7 @@ import math
 import warnings
 
 import pytest
+import torch
 
 from utils.widgets import PLACEHOLDER
 from utils.widgets.complexity import _readout as complexity_readout
@@ -60,6 +61,25 @@ def test_the_temperature_slider_shows_the_value_the_readout_uses():
     assert abs(steps - round(steps)) < 1e-9, "0.3 is not on the slider's grid: it would display another value"
     assert "τ = 0.300:" in lookup_widget(temperature=0.3).children[1].value, "the readout formats τ as the slider does"
     assert slider.min <= -2 and slider.max >= 0.9
+
+
+def test_the_lookup_widget_does_not_answer_exercise_2_6():
+    """Red team: at its lowest temperature the widget showed exercise 2.6's query ("funny animals": cat, dog,
+    funny) splitting its weight between two tied videos, the answer, before the exercise was asked. No query in
+    its menu ties those two videos at any temperature of the slider."""
+    from utils.qkv import encode_tags, soft_lookup, video_table
+    from utils.widgets.soft_lookup import lookup
+
+    menu, slider = lookup_widget().children[0].children
+    titles, keys, values = video_table()
+    exercise_weights = soft_lookup(encode_tags({"cat": 1, "dog": 1, "funny": 1}), keys, values, 10**slider.min)[1]
+    tied = [titles[i] for i in exercise_weights.topk(2).indices]
+    assert sorted(tied) == ["cat fails", "dog vs. cucumber"]  # the exercise's two videos, the answer being 2
+    for name in menu.options:
+        for log_tau in (slider.min, math.log10(0.3), slider.max):
+            weights = lookup(name, 10**log_tau)["weights"]
+            pair = weights[[titles.index(t) for t in tied]]
+            assert not torch.allclose(pair, pair.flip(0)) or pair.max() < 0.25, (name, log_tau, pair)
 
 
 def test_the_complexity_readout_reads_as_english():

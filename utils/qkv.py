@@ -25,7 +25,6 @@ VIDEOS = {
 QUERIES = {
     "cute cats": {"cat": 1, "cute": 1},
     "funny dogs": {"dog": 1, "funny": 1},
-    "funny animals": {"cat": 1, "dog": 1, "funny": 1},
     "cute": {"cute": 1},
     "cooking with cats": {"cat": 1, "cooking": 1},
 }
