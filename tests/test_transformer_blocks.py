@@ -352,3 +352,13 @@ def test_greedy_decode_runs_without_dropout_and_leaves_the_mode_as_it_was():
     with pytest.raises(ValueError):
         greedy_decode(model, src, 0)
     assert model.training
+
+
+def test_decoder_block_docstrings_do_not_answer_exercise_6_6():
+    """Red team: DecoderBlock.forward's docstring, exported above exercise 6.6, gave the cross-attention
+    weights' shape, (B, h, T_dec, T_enc), which is the exercise's answer."""
+    import inspect
+
+    text = " ".join(inspect.getdoc(f) or "" for f in (DecoderBlock, DecoderBlock.forward, DecoderBlock._ca))
+    for answer in ("T_dec, T_enc", "T_q, T_k", "T_enc, T_dec", "T_k, T_q"):
+        assert answer not in text, answer

@@ -316,9 +316,10 @@ class DecoderBlock(_Block):
         need_weights: bool = False,
     ) -> torch.Tensor:
         """y (B, T_dec, d), memory (B, T_enc, d) -> (B, T_dec, d). Masks, True = may attend:
-        ``self_allowed`` broadcasts to (B, h, T_dec, T_dec) (the causal mask), ``memory_allowed`` to
-        (B, h, T_dec, T_enc) (source padding); ``is_causal=True`` applies the causal mask itself. With
-        ``need_weights`` the weights go to ``last_self_weights`` and ``last_cross_weights`` (B, h, T_q, T_k)."""
+        ``self_allowed`` broadcasts to the self-attention scores (the causal mask), ``memory_allowed`` to
+        the cross-attention scores (source padding); ``is_causal=True`` applies the causal mask itself.
+        With ``need_weights`` each attention's per-head weights (chapter 4's ``average_weights=False``)
+        go to ``last_self_weights`` and ``last_cross_weights``."""
         _check_last_dim(y, self.d_model, "y", dims=3)
         _check_last_dim(memory, self.d_model, "memory", dims=3)
         if memory.shape[0] != y.shape[0]:
