@@ -654,7 +654,10 @@ def beam_search(
     """Beam search with the GNMT length penalty ((5 + |y|) / 6) ** alpha, |y| counting EOS.
 
     Returns the best hypothesis per source, (B, max_len) ids padded with PAD after EOS, and its
-    log-probability (B,). ``beam_size=1`` is greedy decoding.
+    log-probability (B,), the model's own (sequence_log_prob of the output). A live hypothesis is never
+    extended by PAD or BOS (never a label, so never an output), as a production decoder masks them.
+    ``beam_size=1`` is then greedy decoding over the other tokens: chapter 6's greedy_decode takes the
+    argmax over every id, so the two differ only where PAD or BOS is a model's most probable token.
     """
     _check_int("beam_size", beam_size)
     _check_int("max_len", max_len)
@@ -672,6 +675,7 @@ def beam_search(
         step = model.decode(tokens, memory, allowed)[:, -1].log_softmax(-1)  # (B*k, V)
         vocab = step.size(-1)
         step = step.view(batch, k, vocab)
+        step[..., [PAD, BOS]] = float("-inf")  # a live hypothesis never continues with PAD or BOS
         frozen = torch.full_like(step, float("-inf"))
         frozen[..., PAD] = 0.0  # a finished hypothesis continues with PAD only, at no cost
         step = torch.where(finished[..., None], frozen, step)
