@@ -13,10 +13,10 @@ pytestmark = pytest.mark.skipif(not fa.TRITON_AVAILABLE, reason="Triton is not i
 
 from utils.triton_ir import TritonCompileError, triton_ir_for_cuda, unmasked_loads  # noqa: E402
 
-POINTERS = {"_flash_forward_kernel": ("Q", "K", "V", "O", "*LSE"),
+POINTERS = {"_flash_forward_kernel": ("Q", "K", "V", "O", "*ROW_MAX", "*ROW_SUM"),
             "_flash_delta_kernel": ("O", "DO", "*DELTA"),
-            "_flash_dkdv_kernel": ("Q", "K", "V", "DO", "*LSE", "*DELTA", "DK", "DV_OUT"),
-            "_flash_dq_kernel": ("Q", "K", "V", "DO", "*LSE", "*DELTA", "DQ")}
+            "_flash_dkdv_kernel": ("Q", "K", "V", "DO", "*ROW_MAX", "*ROW_SUM", "*DELTA", "DK", "DV_OUT"),
+            "_flash_dq_kernel": ("Q", "K", "V", "DO", "*ROW_MAX", "*ROW_SUM", "*DELTA", "DQ")}
 SCALARS = {"_flash_forward_kernel": {"n_q": "i32", "n_k": "i32", "qk_scale": "fp32"},
            "_flash_delta_kernel": {"n_q": "i32"},
            "_flash_dkdv_kernel": {"n_q": "i32", "n_k": "i32", "qk_scale": "fp32", "sm_scale": "fp32"},

@@ -165,7 +165,7 @@ def _fwd_key_block(acc, l_i, m_i, q, k_base, v_base, start_n, offs_m, n_k, qk_sc
 
 
 @triton.jit
-def _flash_forward_kernel(Q, K, V, O, LSE, n_q, n_k, qk_scale,
+def _flash_forward_kernel(Q, K, V, O, ROW_MAX, ROW_SUM, n_q, n_k, qk_scale,
                           D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                           PRECISION: tl.constexpr, UPCAST: tl.constexpr):
@@ -192,8 +192,10 @@ def _flash_forward_kernel(Q, K, V, O, LSE, n_q, n_k, qk_scale,
         acc, l_i, m_i = _fwd_key_block(acc, l_i, m_i, q, k_base, v_base, start_n, offs_m, n_k, qk_scale,
                                        D, DV, BLOCK_D, BLOCK_DV, BLOCK_N, CAUSAL, True, PRECISION, UPCAST)
     _store_tile(o_base, acc / l_i[:, None], start_m, n_q, BLOCK_M, DV, BLOCK_DV)
-    lse = (m_i + tl.log2(l_i)) * 0.6931471805599453  # L_i = ln 2 (mu_i + log2 l_i), natural units
-    tl.store(LSE + g * n_q + offs_m, lse, mask=offs_m < n_q)
+    # Saved for the backward pass: mu_i and l_i, not their sum. mu_i is one of the scores t_ij, so the
+    # backward's t_ij - mu_i is exact; a single L_i ~ 1e3 would be rounded at that size (see section 7).
+    tl.store(ROW_MAX + g * n_q + offs_m, m_i, mask=offs_m < n_q)
+    tl.store(ROW_SUM + g * n_q + offs_m, l_i, mask=offs_m < n_q)
 
 
 INTERPRETER_BLOCKS = {"forward": (32, 32), "dkdv": (32, 32), "dq": (32, 32)}
@@ -253,18 +255,22 @@ def _constants(q: torch.Tensor, v: torch.Tensor, is_causal: bool) -> dict:
 def flash_attention_forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, is_causal: bool = False,
     blocks: tuple[int, int] | None = None, autotune: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fused forward kernel on contiguous q (G, N_q, d), k (G, N_k, d), v (G, N_k, d_v).
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fused forward kernel on contiguous q (G, N_q, d), k (G, N_k, d), v (G, N_k, d_v). One launch.
 
-    Returns the output (G, N_q, d_v) and the float32 log-sum-exp of each row's scores (G, N_q): one launch.
+    Returns the output (G, N_q, d_v) and two float32 numbers per query row (G, N_q) each: its largest score
+    in base-2 units mu_i = max_j t_ij (t = s log2 e) and its normaliser l_i = sum_j 2^(t_ij - mu_i). Then
+    P_ij = 2^(t_ij - mu_i) / l_i, and the natural log-sum-exp is L_i = ln 2 (mu_i + log2 l_i).
     """
     g, n_q, _ = q.shape
     n_k = k.size(1)
     out = torch.empty(g, n_q, v.size(-1), dtype=q.dtype, device=q.device)
-    lse = torch.empty(g, n_q, dtype=torch.float32, device=q.device)
+    row_max = torch.empty(g, n_q, dtype=torch.float32, device=q.device)
+    row_sum = torch.empty(g, n_q, dtype=torch.float32, device=q.device)
     _launch("forward", _flash_forward_kernel, lambda bm, bn: (triton.cdiv(n_q, bm), g),
-            (q, k, v, out, lse, n_q, n_k, scale * LOG2E), _constants(q, v, is_causal), blocks, autotune)
-    return out, lse
+            (q, k, v, out, row_max, row_sum, n_q, n_k, scale * LOG2E), _constants(q, v, is_causal), blocks,
+            autotune)
+    return out, row_max, row_sum
 
 
 @triton.jit
@@ -280,20 +286,21 @@ def _flash_delta_kernel(O, DO, DELTA, n_q, DV: tl.constexpr, BLOCK_DV: tl.conste
 
 
 @triton.jit
-def _dkdv_query_block(dk, dv, k, v, q_base, do_base, lse_base, delta_base, start_m, offs_n, n_q, qk_scale,
-                      D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+def _dkdv_query_block(dk, dv, k, v, q_base, do_base, max_base, sum_base, delta_base, start_m, offs_n, n_q,
+                      qk_scale, D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                       BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
                       PRECISION: tl.constexpr, UPCAST: tl.constexpr):
     """Add one block of queries' contribution to dK and dV of a block of keys."""
     q = _load_tile(q_base, start_m, n_q, BLOCK_M, D, BLOCK_D, UPCAST)  # (BLOCK_M, BLOCK_D)
     do = _load_tile(do_base, start_m, n_q, BLOCK_M, DV, BLOCK_DV, UPCAST)  # (BLOCK_M, BLOCK_DV)
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    lse2 = tl.load(lse_base + offs_m, mask=offs_m < n_q, other=0.0) * 1.4426950408889634  # L_i log2 e
+    m_i = tl.load(max_base + offs_m, mask=offs_m < n_q, other=0.0)  # mu_i, base 2
+    l_i = tl.load(sum_base + offs_m, mask=offs_m < n_q, other=1.0)  # l_i (rows past n_q: 1, never 0)
     delta = tl.load(delta_base + offs_m, mask=offs_m < n_q, other=0.0)
-    # S as the forward pass computed it, Q Kᵀ and not K Qᵀ: P = 2^(t - L log2 e) is exact only if t is the
-    # very number the forward pass turned into L (at scores ~1e3 one rounding apart costs P ~1e-4).
+    # S as the forward pass computed it, Q Kᵀ and not K Qᵀ: t - mu is exact only if t is the very number
+    # the forward pass computed (at scores ~1e3 one rounding apart costs P ~1e-4).
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), base 2
-    p = tl.exp2(s - lse2[:, None])  # P, recomputed from the saved log-sum-exp
+    p = tl.exp2(s - m_i[:, None]) / l_i[:, None]  # P, recomputed as the forward pass normalised it
     if MASKED:
         keep = offs_m[:, None] < n_q
         if CAUSAL:
@@ -307,7 +314,7 @@ def _dkdv_query_block(dk, dv, k, v, q_base, do_base, lse_base, delta_base, start
 
 
 @triton.jit
-def _flash_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV_OUT, n_q, n_k, qk_scale, sm_scale,
+def _flash_dkdv_kernel(Q, K, V, DO, ROW_MAX, ROW_SUM, DELTA, DK, DV_OUT, n_q, n_k, qk_scale, sm_scale,
                        D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                        PRECISION: tl.constexpr, UPCAST: tl.constexpr):
@@ -315,7 +322,7 @@ def _flash_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV_OUT, n_q, n_k, qk_scale, 
     start_n = tl.program_id(0) * BLOCK_N
     g = tl.program_id(1).to(tl.int64)
     q_base, do_base = Q + g * n_q * D, DO + g * n_q * DV
-    lse_base, delta_base = LSE + g * n_q, DELTA + g * n_q
+    max_base, sum_base, delta_base = ROW_MAX + g * n_q, ROW_SUM + g * n_q, DELTA + g * n_q
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = _load_tile(K + g * n_k * D, start_n, n_k, BLOCK_N, D, BLOCK_D, UPCAST)  # stays on chip
     v = _load_tile(V + g * n_k * DV, start_n, n_k, BLOCK_N, DV, BLOCK_DV, UPCAST)
@@ -328,19 +335,21 @@ def _flash_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV_OUT, n_q, n_k, qk_scale, 
         lo = 0
         mid = 0
     for start_m in range(lo, mid, BLOCK_M):
-        dk, dv = _dkdv_query_block(dk, dv, k, v, q_base, do_base, lse_base, delta_base, start_m, offs_n, n_q,
-                                   qk_scale, D, DV, BLOCK_D, BLOCK_DV, BLOCK_M, CAUSAL, True, PRECISION, UPCAST)
+        dk, dv = _dkdv_query_block(dk, dv, k, v, q_base, do_base, max_base, sum_base, delta_base, start_m,
+                                   offs_n, n_q, qk_scale, D, DV, BLOCK_D, BLOCK_DV, BLOCK_M, CAUSAL, True,
+                                   PRECISION, UPCAST)
     # No mask: rows past n_q were loaded as zeros (q = dO = 0, D = 0), so they add exactly 0 to dK and dV;
     # rows of this key block past n_k are computed but never stored.
     for start_m in range(mid, n_q, BLOCK_M):
-        dk, dv = _dkdv_query_block(dk, dv, k, v, q_base, do_base, lse_base, delta_base, start_m, offs_n, n_q,
-                                   qk_scale, D, DV, BLOCK_D, BLOCK_DV, BLOCK_M, CAUSAL, False, PRECISION, UPCAST)
+        dk, dv = _dkdv_query_block(dk, dv, k, v, q_base, do_base, max_base, sum_base, delta_base, start_m,
+                                   offs_n, n_q, qk_scale, D, DV, BLOCK_D, BLOCK_DV, BLOCK_M, CAUSAL, False,
+                                   PRECISION, UPCAST)
     _store_tile(DK + g * n_k * D, dk * sm_scale, start_n, n_k, BLOCK_N, D, BLOCK_D)
     _store_tile(DV_OUT + g * n_k * DV, dv, start_n, n_k, BLOCK_N, DV, BLOCK_DV)
 
 
 @triton.jit
-def _dq_key_block(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, n_k, qk_scale,
+def _dq_key_block(dq, q, do, m_i, l_i, delta, k_base, v_base, start_n, offs_m, n_k, qk_scale,
                   D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                   BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
                   PRECISION: tl.constexpr, UPCAST: tl.constexpr):
@@ -348,7 +357,7 @@ def _dq_key_block(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, n_k, 
     k = _load_tile(k_base, start_n, n_k, BLOCK_N, D, BLOCK_D, UPCAST)  # (BLOCK_N, BLOCK_D)
     v = _load_tile(v_base, start_n, n_k, BLOCK_N, DV, BLOCK_DV, UPCAST)  # (BLOCK_N, BLOCK_DV)
     s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
-    p = tl.exp2(s - lse2[:, None])  # P, recomputed
+    p = tl.exp2(s - m_i[:, None]) / l_i[:, None]  # P, recomputed
     if MASKED:
         offs_n = start_n + tl.arange(0, BLOCK_N)
         keep = offs_n[None, :] < n_k
@@ -362,7 +371,7 @@ def _dq_key_block(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, n_k, 
 
 
 @triton.jit
-def _flash_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, n_q, n_k, qk_scale, sm_scale,
+def _flash_dq_kernel(Q, K, V, DO, ROW_MAX, ROW_SUM, DELTA, DQ, n_q, n_k, qk_scale, sm_scale,
                      D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                      PRECISION: tl.constexpr, UPCAST: tl.constexpr):
@@ -373,7 +382,8 @@ def _flash_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, n_q, n_k, qk_scale, sm_scale,
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q = _load_tile(Q + g * n_q * D, start_m, n_q, BLOCK_M, D, BLOCK_D, UPCAST)
     do = _load_tile(DO + g * n_q * DV, start_m, n_q, BLOCK_M, DV, BLOCK_DV, UPCAST)
-    lse2 = tl.load(LSE + g * n_q + offs_m, mask=offs_m < n_q, other=0.0) * 1.4426950408889634
+    m_i = tl.load(ROW_MAX + g * n_q + offs_m, mask=offs_m < n_q, other=0.0)  # mu_i, base 2
+    l_i = tl.load(ROW_SUM + g * n_q + offs_m, mask=offs_m < n_q, other=1.0)  # l_i
     delta = tl.load(DELTA + g * n_q + offs_m, mask=offs_m < n_q, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     if CAUSAL:
@@ -383,20 +393,21 @@ def _flash_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, n_q, n_k, qk_scale, sm_scale,
         hi = n_k
         lo = (n_k // BLOCK_N) * BLOCK_N
     for start_n in range(0, lo, BLOCK_N):
-        dq = _dq_key_block(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, n_k, qk_scale,
+        dq = _dq_key_block(dq, q, do, m_i, l_i, delta, k_base, v_base, start_n, offs_m, n_k, qk_scale,
                            D, DV, BLOCK_D, BLOCK_DV, BLOCK_N, CAUSAL, False, PRECISION, UPCAST)
     for start_n in range(lo, hi, BLOCK_N):
-        dq = _dq_key_block(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, n_k, qk_scale,
+        dq = _dq_key_block(dq, q, do, m_i, l_i, delta, k_base, v_base, start_n, offs_m, n_k, qk_scale,
                            D, DV, BLOCK_D, BLOCK_DV, BLOCK_N, CAUSAL, True, PRECISION, UPCAST)
     _store_tile(DQ + g * n_q * D, dq * sm_scale, start_m, n_q, BLOCK_M, D, BLOCK_D)
 
 
 def flash_attention_backward(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-    grad_out: torch.Tensor, scale: float, is_causal: bool = False,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, row_max: torch.Tensor,
+    row_sum: torch.Tensor, grad_out: torch.Tensor, scale: float, is_causal: bool = False,
     blocks: dict[str, tuple[int, int]] | None = None, autotune: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv by three fused kernels: D = rowsum(dO ∘ O), then dK and dV by key block, dQ by query block."""
+    """dq, dk, dv by three fused kernels: D = rowsum(dO ∘ O), then dK and dV by key block, dQ by query block.
+    ``row_max`` and ``row_sum`` are the forward pass's mu and l (flash_attention_forward)."""
     g, n_q, _ = q.shape
     n_k = k.size(1)
     blocks = blocks or {}
@@ -408,7 +419,7 @@ def flash_attention_backward(
                                                     BLOCK_DV=constants["BLOCK_DV"], BLOCK_M=64,
                                                     UPCAST=constants["UPCAST"])
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    args = (q, k, v, grad_out, lse, delta)
+    args = (q, k, v, grad_out, row_max, row_sum, delta)
     _launch("dkdv", _flash_dkdv_kernel, lambda bm, bn: (triton.cdiv(n_k, bn), g),
             (*args, dk, dv, n_q, n_k, scale * LOG2E, scale), constants, blocks.get("dkdv"), autotune)
     _launch("dq", _flash_dq_kernel, lambda bm, bn: (triton.cdiv(n_q, bm), g),
@@ -417,28 +428,29 @@ def flash_attention_backward(
 
 
 class FlashAttention(torch.autograd.Function):
-    """Fused attention: saves q, k, v, the output and the log-sum-exp (one float per query), never P."""
+    """Fused attention: saves q, k, v, the output and each query's mu and l (two floats), never P."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale: float, is_causal: bool, blocks, autotune: bool):
         g, n_q, n_k = q.size(0), q.size(1), k.size(1)
         if g == 0 or n_q == 0 or n_k == 0:  # nothing to compute, or nothing to attend to: zeros, as SDPA
             out = q.new_zeros(g, n_q, v.size(-1))
-            lse = torch.full((g, n_q), float("-inf"), device=q.device)
+            row_max = row_sum = q.new_zeros(g, n_q, dtype=torch.float32)  # unused: the backward returns zeros
         else:
-            out, lse = flash_attention_forward(q, k, v, scale, is_causal, (blocks or {}).get("forward"), autotune)
-        ctx.save_for_backward(q, k, v, out, lse)
+            out, row_max, row_sum = flash_attention_forward(q, k, v, scale, is_causal,
+                                                            (blocks or {}).get("forward"), autotune)
+        ctx.save_for_backward(q, k, v, out, row_max, row_sum)
         ctx.config = (scale, is_causal, blocks, autotune)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k, v, out, lse = ctx.saved_tensors
+        q, k, v, out, row_max, row_sum = ctx.saved_tensors
         scale, is_causal, blocks, autotune = ctx.config
         if q.size(0) == 0 or q.size(1) == 0 or k.size(1) == 0:
             return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), None, None, None, None
-        dq, dk, dv = flash_attention_backward(q, k, v, out, lse, grad_out.contiguous(), scale, is_causal,
-                                              blocks, autotune)
+        dq, dk, dv = flash_attention_backward(q, k, v, out, row_max, row_sum, grad_out.contiguous(), scale,
+                                              is_causal, blocks, autotune)
         return dq, dk, dv, None, None, None, None
 
 
@@ -522,8 +534,8 @@ def fused_attention_traffic(
 ) -> dict[str, int]:
     """Bytes the four fused kernels request from global memory for G = ``groups`` (batch × head) pairs.
 
-    Counted from the kernels' schedule with the default GPU tile sizes (or ``blocks``); the
-    log-sum-exp and D are float32. Returns ``{"forward", "delta", "dkdv", "dq"}``.
+    Counted from the kernels' schedule with the default GPU tile sizes (or ``blocks``); each row's mu, l
+    and D are float32. Returns ``{"forward", "delta", "dkdv", "dq"}``.
     """
     sizes = {name: configs[0][:2] for name, configs in GPU_CONFIGS.items()} | (blocks or {})
     e = element_bytes
@@ -533,14 +545,14 @@ def fused_attention_traffic(
         return min(n_k, -(-hi // block_n) * block_n)
 
     bm, bn = sizes["forward"]
-    forward = sum(min(bm, n_q - s) * (d + d_v) * e + min(bm, n_q - s) * 4 + key_rows(s, bm, bn) * (d + d_v) * e
+    forward = sum(min(bm, n_q - s) * (d + d_v) * e + min(bm, n_q - s) * 8 + key_rows(s, bm, bn) * (d + d_v) * e
                   for s in range(0, n_q, bm))
     delta = n_q * (2 * d_v * e + 4)
     bm, bn = sizes["dkdv"]
-    dkdv = sum(2 * min(bn, n_k - s) * (d + d_v) * e + max(0, n_q - ((s // bm) * bm if is_causal else 0)) * ((d + d_v) * e + 8)
+    dkdv = sum(2 * min(bn, n_k - s) * (d + d_v) * e + max(0, n_q - ((s // bm) * bm if is_causal else 0)) * ((d + d_v) * e + 12)
                for s in range(0, n_k, bn))
     bm, bn = sizes["dq"]
-    dq = sum(min(bm, n_q - s) * ((d + d_v) * e + 8 + d * e) + key_rows(s, bm, bn) * (d + d_v) * e
+    dq = sum(min(bm, n_q - s) * ((d + d_v) * e + 12 + d * e) + key_rows(s, bm, bn) * (d + d_v) * e
              for s in range(0, n_q, bm))
     return {name: groups * count for name, count in
             {"forward": forward, "delta": delta, "dkdv": dkdv, "dq": dq}.items()}
