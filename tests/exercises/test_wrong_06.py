@@ -216,21 +216,21 @@ def decoder_io(reversal):
 """, visible="never an input"),
     ],
     "ex06_6": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
-        Wrong("keys before queries: (B, h, T_enc, T_dec)", """
+        Wrong("keys before queries: (B, h, T_enc, T_q)", """
 def answer_6_6():
     return "a"
 """, visible=RECORDS),
-        Wrong("the decoder's self-attention shape (T_dec, T_dec)", """
+        Wrong("one query, as with a key-value cache (greedy_decode has none)", """
 def answer_6_6():
     return "b"
 """, visible=RECORDS),
-        Wrong("the encoder's self-attention shape (T_enc, T_enc)", """
+        Wrong("off by one: counts the token being chosen as an input (5 queries)", """
 def answer_6_6():
     return "d"
 """, visible=RECORDS),
         Wrong("the shape itself instead of its letter", """
 def answer_6_6():
-    return (2, 4, 5, 7)
+    return (2, 4, 4, 7)
 """, visible="as a string"),
     ],
 }
