@@ -89,6 +89,9 @@ SAME_SHAPE_ALLOWED = {
                ("transformer.py", "train_translator")}): "a model's and its trainer's keyword lists",
     frozenset({("transformer_blocks.py", "FeedForward.__init__"),
                ("transformer_blocks.py", "GatedFeedForward.__init__")}): "two FFNs' layers (two and three matrices)",
+    frozenset({("efficient_attention.py", "tiled_attention"),
+               ("flash_attention.py", "flash_attention")}): "two attention entry points' argument lists (q, k, v, "
+                                                             "is_causal, scale, tiles): tiled in PyTorch, fused in Triton",
 }
 
 

@@ -526,20 +526,71 @@ def test_allocation_profile_sees_an_allocation_and_its_free():
     assert got["largest"] == 4_000_000 and got["peak"] >= 6_000_000 and got["net"] == 0
 
 
-def test_fsdp_state_measured_is_one_pth_and_its_peak_reaches_the_derived_bound(memory):
-    """The derived bound: FSDP holds its shards of parameters, gradients and Adam's moments (16 Psi / p) plus one
-    gathered layer (the largest layer's weight and bias). The profiled peak must reach it; the excess is not bounded."""
+def test_replay_allocations_counts_a_block_once_and_an_unseen_free_at_its_address_s_reuse():
+    from utils.distributed import replay_allocations
+
+    events = [(1, 0xA, 100), (2, 0xB, 50), (3, 0xA, 30),  # 0xA handed out again: its 100 bytes were freed unseen
+              (4, 0xB, -50), (5, 0xC, -10)]  # a free of a block allocated before the profile is not subtracted
+    got = replay_allocations(events)
+    assert got == {"peak": 150, "largest": 100, "allocated": 180, "net": 30, "unseen_frees": 1, "start": 0}
+    window = replay_allocations(events, start_ns=3, end_ns=4)
+    assert window["start"] == 150 and window["peak"] == 150 and window["net"] == 30
+    assert replay_allocations(events, start_ns=4, end_ns=5)["peak"] == 80  # what the window opens with counts
+
+
+def test_allocation_profile_window_counts_what_was_made_before_it():
+    from torch.profiler import record_function
+
+    from utils.distributed import allocation_profile
+
+    def work():
+        kept = torch.ones(1000, 1000)  # 4,000,000 bytes made before the window and held through it
+        with record_function("window"):
+            extra = torch.ones(500, 1000)  # 2,000,000 bytes
+            del extra
+        del kept
+
+    got = allocation_profile(work, window="window")
+    assert got["start"] == 4_000_000 and got["peak"] == 6_000_000 and got["net"] == 0
+    with pytest.raises(ValueError, match="window 'nowhere'"):
+        allocation_profile(work, window="nowhere")
+
+
+def reduce_scatter_allocations(rank: int, world_size: int, n: int = 65536) -> dict[str, int]:
+    """What ``dist.reduce_scatter_tensor`` allocates on gloo for an input of ``n`` float32 values per rank."""
+    from utils.distributed import allocation_profile
+
+    x, out = torch.ones(n * world_size), torch.empty(n)
+    return allocation_profile(lambda: torch.distributed.reduce_scatter_tensor(out, x))
+
+
+def test_gloo_reduce_scatter_copies_its_whole_input():
+    """The upper bound of chapter 13 counts gloo's working copy of each reduce-scatter's input: measured here."""
+    for rank in run_on_ranks(reduce_scatter_allocations, P, backend="gloo", timeout=FIXTURE_TIMEOUT):
+        assert rank["largest"] == 4 * 65536 * P and rank["peak"] >= 4 * 65536 * P
+
+
+def test_fsdp_state_measured_is_one_pth_and_its_peak_lies_between_the_derived_bounds(memory):
+    """The lower bound: FSDP holds its shards of parameters, gradients and Adam's moments (16 Psi / p) plus one
+    gathered layer G (the largest layer's weight and bias). The upper bound: FSDP2's buffers two layers deep
+    (2G gathered + 2G/p all-gather inputs, G unsharded gradient, 2 x (G input + G gloo's copy + G/p output) of
+    reduce-scatters) and the activations. The profile starts before the model is made, so DDP's gradient buckets,
+    kept between steps, count in what the step starts with."""
     unsharded, ddp_1 = memory[1][0]["FSDP"], memory[1][0]["DDP"]
     grads = ddp_1["parameters"]
     gathered = max(sum(t.numel() for t in layer.parameters()) for layer in dp.make_mlp(0, dp.MEMORY_WIDTHS)
                    if isinstance(layer, torch.nn.Linear)) * 4
+    activations = 2 * 4 * (32 // P) * sum(dp.MEMORY_WIDTHS)
     for rank, run in enumerate(memory[P]):
         ddp, fsdp = run["DDP"], run["FSDP"]
         assert ddp["state"] == ddp_1["state"]
         assert abs(fsdp["state"] * P / ddp["state"] - 1) <= 0.01, rank
         assert fsdp["peak"] < unsharded["peak"] / 2  # falls: at p = 4 below half the unsharded peak
-        assert fsdp["peak"] >= ddp_1["state"] / P + gathered, rank  # the derived bound
+        assert fsdp["peak"] >= ddp_1["state"] / P + gathered, rank  # the lower bound
+        assert fsdp["peak"] <= ddp_1["state"] / P + 7 * gathered + 4 * gathered / P + activations, rank  # the upper
         assert fsdp["peak"] < ddp["peak"], rank
+        assert ddp["start"] - ddp["parameters"] - ddp["adam"] >= ddp["gradients"], rank  # the buckets, kept
+        assert fsdp["start"] >= fsdp["parameters"] + fsdp["adam"], rank
         assert abs(ddp["sent"] - ring_bytes("all_reduce", grads, P)) <= 0.02 * grads
         assert abs(fsdp["sent"] - 2 * ring_bytes("all_reduce", grads, P)) <= 0.02 * grads  # gloo: 2 all-gathers + 1 all-reduce
     assert unsharded["peak"] >= ddp_1["state"] + gathered

@@ -44,20 +44,27 @@ def shard_batch(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
     return x.chunk(world_size)[rank]
 
 
+OPTIMIZERS = ("sgd", "adam")
+
+
 def train(model: nn.Module, batches, rank: int = 0, world_size: int = 1,
-          sync=None, lr: float = 0.05) -> nn.Module:
-    """SGD with momentum on the mean squared error, each rank on its slice of every batch; ``sync(model)``
-    runs after backward (a hand-written DDP's gradient averaging), before the optimizer step."""
+          sync=None, optimizer: str = "sgd") -> nn.Module:
+    """Training on the mean squared error, each rank on its slice of every batch: ``optimizer`` "sgd" (SGD with
+    momentum 0.9, learning rate 0.05) or "adam" (Adam, learning rate 1e-3). ``sync(model)`` runs after backward
+    (a hand-written DDP's gradient averaging), before the optimizer step."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     device = next(model.parameters()).device
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    step = (torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd"
+            else torch.optim.Adam(model.parameters(), lr=1e-3))
     for x, y in batches:
         x, y = shard_batch(x, rank, world_size).to(device), shard_batch(y, rank, world_size).to(device)
-        optimizer.zero_grad(set_to_none=True)
+        step.zero_grad(set_to_none=True)
         nn.functional.mse_loss(model(x), y).backward()
         if sync is not None:
             sync(model)
-        optimizer.step()
-    model.optimizer = optimizer  # kept for the memory count
+        step.step()
+    model.optimizer = step  # kept for the memory count
     return model
 
 
@@ -142,8 +149,10 @@ def full_parameters(model: nn.Module) -> list[torch.Tensor]:
     return [(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone() for p in model.parameters()]
 
 
-def data_parallel_worker(rank: int, world_size: int, seed: int = 0, steps: int = 3, batch: int = 32) -> dict[str, Any]:
-    """Train the same model four ways on this rank's slice of each batch and report the final parameters:
+def data_parallel_worker(rank: int, world_size: int, seed: int = 0, steps: int = 3, batch: int = 32,
+                         optimizer: str = "sgd") -> dict[str, Any]:
+    """Train the same model four ways on this rank's slice of each batch (``train``'s ``optimizer``) and report
+    the final parameters:
     a hand-written DDP (one all-reduce per gradient), the bucketed, overlapped one, PyTorch's
     DistributedDataParallel, and FSDP2's ``fully_shard``; plus the all-reduce counts and the bytes of
     parameters, gradients and optimizer state this rank held under each."""
@@ -153,17 +162,17 @@ def data_parallel_worker(rank: int, world_size: int, seed: int = 0, steps: int =
 
     model = make_mlp(seed).to(device)
     counts = []
-    train(model, batches, rank, world_size, sync=lambda m: counts.append(all_reduce_gradients(m)))
+    train(model, batches, rank, world_size, sync=lambda m: counts.append(all_reduce_gradients(m)), optimizer=optimizer)
     out["naive"] = {"params": full_parameters(model), "all_reduces_per_step": counts[0], "bytes": state_bytes(model)}
 
     model = make_mlp(seed).to(device)
     bucketed = BucketedAllReduce(model)
-    train(model, batches, rank, world_size, sync=bucketed.wait)
+    train(model, batches, rank, world_size, sync=bucketed.wait, optimizer=optimizer)
     out["bucketed"] = {"params": full_parameters(model), "all_reduces_per_step": bucketed.calls // steps,
                        "bytes": state_bytes(model)}
 
     model = DistributedDataParallel(make_mlp(seed).to(device))
-    train(model, batches, rank, world_size)
+    train(model, batches, rank, world_size, optimizer=optimizer)
     out["torch_ddp"] = {"params": full_parameters(model.module), "bytes": state_bytes(model)}
 
     model = make_mlp(seed).to(device)
@@ -172,7 +181,7 @@ def data_parallel_worker(rank: int, world_size: int, seed: int = 0, steps: int =
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)  # each Linear's parameters: one slice of dim 0 per rank
     fully_shard(model, mesh=mesh)
-    train(model, batches, rank, world_size)
+    train(model, batches, rank, world_size, optimizer=optimizer)
     out["fsdp"] = {"params": full_parameters(model), "bytes": state_bytes(model)}
     return out
 
@@ -195,53 +204,62 @@ def memory_worker(rank: int, world_size: int, seed: int = 0, batch: int = 32,
                   widths: tuple[int, ...] = MEMORY_WIDTHS) -> dict[str, dict[str, int]]:
     """Per-rank memory and traffic of one Adam training step, replicated (DistributedDataParallel) and fully sharded
     (FSDP2), measured: after a first step (so that Adam's state exists), the storages of the parameters, gradients
-    and Adam's moments; the peak of the tensor memory allocated during a second step (``allocation_profile``, above
-    the parameters and Adam state held at its start, which it adds; a block allocated before the profile and
-    freed during it is not subtracted, so the peak errs high); and the bytes written to gloo's sockets during
-    a third (``socket_bytes_written``; on gloo only)."""
+    and Adam's moments; the tensor memory held when a second step starts ("start": the state and every buffer kept
+    from the first step, such as DDP's gradient buckets) and the most held during it ("peak"), both from one
+    ``allocation_profile`` that runs from before the batch and the model are made, so nothing allocated before the
+    step is missed; and the bytes written to gloo's sockets during a third step (``socket_bytes_written``; on gloo
+    only)."""
+    from torch.profiler import record_function
+
     from utils.distributed import allocation_profile, socket_bytes_written
 
     device = rank_device(rank)
-    x_all, y_all = regression_batches(seed, 1, batch, widths)[0]
-    x, y = shard_batch(x_all, rank, world_size).to(device), shard_batch(y_all, rank, world_size).to(device)
     out: dict[str, dict[str, int]] = {}
     for scheme in ("DDP", "FSDP"):
-        model = make_mlp(seed, widths).to(device)
-        if scheme == "FSDP":
-            mesh = init_device_mesh(device.type, (world_size,))
-            for layer in model:
-                if isinstance(layer, nn.Linear):
-                    fully_shard(layer, mesh=mesh)
-            fully_shard(model, mesh=mesh)
-        else:
-            model = DistributedDataParallel(model)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        made: dict[str, Any] = {}
 
-        def step(model: nn.Module = model, optimizer: torch.optim.Optimizer = optimizer) -> None:
-            optimizer.zero_grad(set_to_none=True)
-            nn.functional.mse_loss(model(x), y).backward()
-            optimizer.step()
+        def build_and_step_twice(scheme: str = scheme, made: dict[str, Any] = made) -> None:
+            x_all, y_all = regression_batches(seed, 1, batch, widths)[0]
+            x, y = shard_batch(x_all, rank, world_size).to(device), shard_batch(y_all, rank, world_size).to(device)
+            model = make_mlp(seed, widths).to(device)
+            if scheme == "FSDP":
+                mesh = init_device_mesh(device.type, (world_size,))
+                for layer in model:
+                    if isinstance(layer, nn.Linear):
+                        fully_shard(layer, mesh=mesh)
+                fully_shard(model, mesh=mesh)
+            else:
+                model = DistributedDataParallel(model)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
-        step()
-        params = list(model.parameters())
-        moments = [v for s in optimizer.state.values() for k, v in s.items() if k != "step"]
-        held = {"parameters": storage_bytes(params), "gradients": storage_bytes(p.grad for p in params),
-                "adam": storage_bytes(moments)}
-        optimizer.zero_grad(set_to_none=True)  # a step starts without gradients
-        start = storage_bytes(params) + storage_bytes(moments)
-        peak = start + allocation_profile(step)["peak"]
+            def one_step() -> None:
+                optimizer.zero_grad(set_to_none=True)
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+            one_step()
+            params = list(model.parameters())
+            moments = [v for s in optimizer.state.values() for k, v in s.items() if k != "step"]
+            made.update(step=one_step, held={"parameters": storage_bytes(params), "gradients": storage_bytes(p.grad for p in params),
+                                         "adam": storage_bytes(moments)})
+            optimizer.zero_grad(set_to_none=True)  # a step starts without gradients
+            with record_function("second step"):
+                one_step()
+
+        profiled = allocation_profile(build_and_step_twice, window="second step")
+        step, held = made["step"], made["held"]
         dist.barrier()
         before = socket_bytes_written()
         step()
         sent = socket_bytes_written() - before
         dist.barrier()
-        out[scheme] = {**held, "state": sum(held.values()), "peak": peak, "sent": sent,
+        out[scheme] = {**held, "state": sum(held.values()), "start": profiled["start"], "peak": profiled["peak"], "sent": sent,
                        "largest_layer": max(p.numel() for p in make_mlp(seed, widths).parameters()) * 4}
     return out
 
 
 @one_thread  # as each rank trains (utils.distributed runs ranks on one thread)
-def single_process_reference(seed: int = 0, steps: int = 3, batch: int = 32) -> dict[str, Any]:
+def single_process_reference(seed: int = 0, steps: int = 3, batch: int = 32, optimizer: str = "sgd") -> dict[str, Any]:
     """The same training in one process on the whole batches: what every data-parallel scheme must equal."""
-    model = train(make_mlp(seed), regression_batches(seed, steps, batch))
+    model = train(make_mlp(seed), regression_batches(seed, steps, batch), optimizer=optimizer)
     return {"params": full_parameters(model), "bytes": state_bytes(model)}

@@ -400,13 +400,20 @@ def measured_collective_bytes(rank: int, world_size: int, n: int = 65536) -> dic
     return out
 
 
-def allocation_profile(fn: Callable[[], Any]) -> dict[str, int]:
+def allocation_profile(fn: Callable[[], Any], window: str | None = None) -> dict[str, int]:
     """Run ``fn()`` under ``torch.profiler.profile(profile_memory=True)`` and replay the CPU allocator's events
-    (every allocation and free of a tensor's memory, with its size and time) in time order. Returns the peak of
-    the bytes allocated above what was allocated at the start ("peak"), the largest single allocation
-    ("largest"), the bytes allocated in all ("allocated") and still held at the end ("net"). It sees PyTorch's
-    own allocations (tensors), not memory that gloo or Python allocate themselves. The profiler's log lines on
-    the process's stderr are silenced while it runs (a rank's stderr can reach the notebook)."""
+    (every allocation and free of a tensor's memory, with its address, size and time) in time order. A free
+    counts only if its block was allocated during the profile, so "held" is exactly the bytes of the blocks ``fn``
+    allocated and still holds. Returns the peak of the bytes held ("peak"), the largest single allocation
+    ("largest"), the bytes allocated in all ("allocated") and still held at the end ("net").
+
+    ``window``: the name of a ``torch.profiler.record_function`` block inside ``fn``. Then "start" is what was
+    held when the window opened (for example buffers made in a first training step and kept) and "peak" the most
+    held while it ran, that included: profile the set-up too, and nothing made before the window is missed.
+    Memory allocated before ``fn`` is not seen, and a block allocated before and freed during it is not
+    subtracted. It sees PyTorch's own allocations (tensors), not memory that gloo or Python allocate themselves.
+    The profiler's log lines on the process's stderr are silenced while it runs (a rank's stderr can reach the
+    notebook)."""
     from torch.profiler import ProfilerActivity, profile
 
     sys.stderr.flush()
@@ -419,13 +426,48 @@ def allocation_profile(fn: Callable[[], Any]) -> dict[str, int]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(silent)
-    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"), key=lambda e: e.start_ns())
-    held = peak = largest = allocated = 0
-    for event in events:
-        held += event.nbytes()  # negative for a free
-        peak, largest = max(peak, held), max(largest, event.nbytes())
-        allocated += max(event.nbytes(), 0)
-    return {"peak": peak, "largest": largest, "allocated": allocated, "net": held}
+    events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:  # every allocation event of the tree: (time, address, bytes; negative for a free)
+        event = stack.pop()
+        stack.extend(event.children)
+        fields = event.extra_fields
+        if type(fields).__name__ == "_ExtraFields_Allocation":
+            events.append((event.start_time_ns, fields.ptr, fields.alloc_size))
+    start_ns, end_ns = None, None
+    if window is not None:
+        marks = [e for e in prof.profiler.kineto_results.events() if e.name() == window]
+        if not marks:
+            raise ValueError(f"window {window!r} is not a record_function block that fn ran")
+        start_ns, end_ns = marks[0].start_ns(), marks[0].start_ns() + marks[0].duration_ns()
+    out = replay_allocations(events, start_ns, end_ns)
+    return out if window is not None else {k: v for k, v in out.items() if k != "start"}
+
+
+def replay_allocations(events: list[tuple[int, int, int]], start_ns: int | None = None,
+                       end_ns: int | None = None) -> dict[str, int]:
+    """Replay allocator events ``(time_ns, address, bytes)`` (bytes negative for a free) in time order; see
+    ``allocation_profile``. "start": bytes held at ``start_ns``; "peak": the most held from ``start_ns`` to
+    ``end_ns`` (the whole replay when they are None); "unseen_frees": allocations at an address still held, whose
+    block was therefore freed without an event (counted freed from then on: the bytes held err high, never low)."""
+    start_ns = -1 if start_ns is None else start_ns
+    end_ns = float("inf") if end_ns is None else end_ns
+    live: dict[int, int] = {}
+    held = peak = largest = allocated = unseen = 0
+    start = None
+    for time_ns, ptr, size in sorted(events):
+        if start is None and time_ns >= start_ns:
+            start = peak = held  # what the window opens with
+        if size > 0:
+            if ptr in live:  # the address was handed out again: its block was freed on a thread the profiler missed
+                held, unseen = held - live[ptr], unseen + 1
+            live[ptr] = size
+            held, allocated, largest = held + size, allocated + size, max(largest, size)
+        elif ptr in live:  # a free of a block allocated before the profile is not seen
+            held -= live.pop(ptr)
+        if time_ns <= end_ns:
+            peak = max(peak, held)
+    return {"peak": peak, "largest": largest, "allocated": allocated, "net": held, "unseen_frees": unseen,
+            "start": held if start is None else start}
 
 
 ADAM_BYTES_PER_PARAMETER = 16  # float32 value, gradient and Adam's two moments: 4 + 4 + 8 bytes
