@@ -142,6 +142,86 @@ def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_p
     out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
     return F.linear(out, out_proj_weight, out_proj_bias), weights
 """, visible="before the softmax"),
+        Wrong("no biases at all (in_proj_bias and out_proj_bias dropped)", """
+def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
+    batch, length, d_model = x.shape
+    d_k = d_model // num_heads
+    q, k, v = F.linear(x, in_proj_weight).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed[:, None, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+    return F.linear(out, out_proj_weight), weights
+""", visible="the biases?"),
+        Wrong("out_proj_bias forgotten", """
+def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
+    batch, length, d_model = x.shape
+    d_k = d_model // num_heads
+    q, k, v = F.linear(x, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed[:, None, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+    return F.linear(out, out_proj_weight), weights
+""", visible="minus out_proj_bias: the biases?"),
+        Wrong("padding mask inverted: True read as padding", """
+def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
+    batch, length, d_model = x.shape
+    d_k = d_model // num_heads
+    q, k, v = F.linear(x, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    if allowed is not None:
+        scores = scores.masked_fill(allowed[:, None, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+    return F.linear(out, out_proj_weight, out_proj_bias), weights
+""", visible="the mask is the wrong way round"),
+        Wrong("padding mask inverted, NaN rows zeroed with nan_to_num", """
+def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
+    batch, length, d_model = x.shape
+    d_k = d_model // num_heads
+    q, k, v = F.linear(x, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    if allowed is not None:
+        scores = scores.masked_fill(allowed[:, None, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    weights = torch.nan_to_num(weights)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+    return F.linear(out, out_proj_weight, out_proj_bias), weights
+""", visible="the mask is the wrong way round"),
+        Wrong("padding mask applied on the query axis", """
+def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
+    batch, length, d_model = x.shape
+    d_k = d_model // num_heads
+    q, k, v = F.linear(x, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed[:, None, :, None], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+    return F.linear(out, out_proj_weight, out_proj_bias), weights
+""", visible="your mask hides queries (rows), not keys"),
+        Wrong("padding mask on the query axis, NaN rows zeroed with nan_to_num", """
+def multi_head_attention(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, allowed=None):
+    batch, length, d_model = x.shape
+    d_k = d_model // num_heads
+    q, k, v = F.linear(x, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed[:, None, :, None], float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    weights = torch.nan_to_num(weights)
+    out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+    return F.linear(out, out_proj_weight, out_proj_bias), weights
+""", visible="your mask hides queries (rows), not keys"),
     ],
     "ex04_3": [
         Wrong("the broken version, unchanged", """
@@ -187,6 +267,16 @@ def causal_heads(q, k, v, num_heads):
     weights = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
     return (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
 """, visible="the future leaks"),
+        Wrong("mask hides the diagonal too (triu(0)); the NaN row zeroed with nan_to_num", """
+def causal_heads(q, k, v, num_heads):
+    batch, length, d_model = q.shape
+    d_k = d_model // num_heads
+    q, k, v = (t.view(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    hidden = torch.ones(length, length, dtype=torch.bool, device=q.device).triu(0)
+    weights = torch.nan_to_num(torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1))
+    return (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
+""", visible="does your mask hide the diagonal"),
     ],
     "ex04_4": [
         Wrong("signed distance i - j", """
