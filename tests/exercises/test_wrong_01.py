@@ -1,6 +1,7 @@
 """Chapter 01: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
+import nbformat
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, ROOT, Wrong, _grade_id, check_wrong_answers
 
 WRONG = {
     "ex01_1": [
@@ -87,6 +88,12 @@ def smallest_distance(sigma, r):
         k += 1
     return k
 """, visible=PASSES_VISIBLE),
+        Wrong("the right k, returned as a float (66.0, not 66)", """
+def smallest_distance(sigma, r):
+    quotient = math.log(r) / math.log(sigma)
+    nearest = round(quotient)
+    return float(nearest + 1 if abs(quotient - nearest) < 1e-9 else math.floor(quotient) + 1)
+""", visible="expected a whole number"),
         Wrong("returns the real-valued quotient", """
 def smallest_distance(sigma, r):
     return math.log(r) / math.log(sigma)
@@ -153,7 +160,7 @@ def growth_threshold(T=50):
         if n[0] > n[-1]:
             return previous
         previous = rho
-""", visible="is not larger"),
+""", visible="is not the smallest"),
         Wrong("compares with the bound instead of with h_T", """
 def growth_threshold(T=50):
     for rho in RHO_GRID:
@@ -179,3 +186,12 @@ def growth_threshold(T=50):
 
 def test_wrong_answers_are_caught():
     check_wrong_answers("01", WRONG)
+
+
+def test_learners_check_of_exercise_1_6_does_not_contain_the_measurement_loop():
+    """The visible check of 1.6 compares the learner's loop with digests; it must not run the measurement
+    itself (gradient_norms and the criterion), which is the loop the exercise asks the learner to write."""
+    (path,) = sorted((ROOT / "chapters").glob("01_*.ipynb"))
+    (cell,) = [c for c in nbformat.read(path, as_version=4).cells if _grade_id(c) == "ex01_6_check"]
+    assert "gradient_norms" not in cell.source
+    assert "norms_rho" not in cell.source
