@@ -1,6 +1,7 @@
 """Chapter 06: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
+import nbformat
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, ROOT, Wrong, check_wrong_answers
 
 DECODER_HELPERS = '''
 def _attend(p, n_heads, x_q, x_kv, name, mask, scale=None):
@@ -76,6 +77,23 @@ def decoder_block(y, memory, p, memory_allowed, n_heads):
     y = F.layer_norm(y + _attend(p, n_heads, y, memory, "cross", cross), (d,), p["ln2"])
     return F.layer_norm(y + F.relu(y @ p["w1"]) @ p["w2"], (d,), p["ln3"])
 """, visible="must not be causal"),
+        Wrong("memory mask inverted (True read as padding)", DECODER_HELPERS + """
+def decoder_block(y, memory, p, memory_allowed, n_heads):
+    d, t = y.size(-1), y.size(1)
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    y = F.layer_norm(y + _attend(p, n_heads, y, y, "self", causal), (d,), p["ln1"])
+    y = F.layer_norm(y + _attend(p, n_heads, y, memory, "cross", ~memory_allowed[:, None, None, :]), (d,), p["ln2"])
+    return F.layer_norm(y + F.relu(y @ p["w1"]) @ p["w2"], (d,), p["ln3"])
+""", visible="Is the memory mask the right way round?"),
+        Wrong("memory mask inverted, as an additive -1e9 mask (no fully masked row)", DECODER_HELPERS + """
+def decoder_block(y, memory, p, memory_allowed, n_heads):
+    d, t = y.size(-1), y.size(1)
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    additive = torch.zeros(memory_allowed.shape, dtype=y.dtype).masked_fill(memory_allowed, -1e9)[:, None, None, :]
+    y = F.layer_norm(y + _attend(p, n_heads, y, y, "self", causal), (d,), p["ln1"])
+    y = F.layer_norm(y + _attend(p, n_heads, y, memory, "cross", additive), (d,), p["ln2"])
+    return F.layer_norm(y + F.relu(y @ p["w1"]) @ p["w2"], (d,), p["ln3"])
+"""),
         Wrong("padding of the source ignored", DECODER_HELPERS + """
 def decoder_block(y, memory, p, memory_allowed, n_heads):
     d, t = y.size(-1), y.size(1)
@@ -206,14 +224,14 @@ def decoder_io(reversal):
     return (torch.cat([torch.full((B, 1), BOS), reversal], dim=1),
             torch.cat([reversal, torch.full((B, 1), PAD)], dim=1))
 """, visible="exactly one EOS"),
-        Wrong("EOS also fed as an input", """
+        Wrong("the standard shift BOS + tgt_out[:, :-1]: EOS fed in where tgt_out is PAD (harmless, but not reversal_batch's)", """
 def decoder_io(reversal):
     B = reversal.size(0)
     lengths = (reversal != PAD).sum(1)
     tgt_out = torch.cat([reversal, torch.full((B, 1), PAD)], dim=1)
     tgt_out[torch.arange(B), lengths] = EOS
     return torch.cat([torch.full((B, 1), BOS), tgt_out[:, :-1]], dim=1), tgt_out
-""", visible="never an input"),
+""", visible="EOS appears only in tgt_out"),
     ],
     "ex06_6": [  # a prediction: each wrong option is recorded as the right one is, and graded hidden
         Wrong("keys before queries: (B, h, T_enc, T_q)", """
@@ -238,3 +256,10 @@ def answer_6_6():
 
 def test_wrong_answers_are_caught():
     check_wrong_answers("06", WRONG)
+
+
+def test_the_equal_compute_comparison_is_not_stated_as_measured():
+    """Section 8 did not measure scheduled sampling under an equal compute budget: it may not say how it would fare."""
+    (path,) = sorted((ROOT / "solutions").glob("06_*.ipynb"))
+    prose = " ".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+    assert "would fall further behind" not in " ".join(prose.split())
