@@ -1,6 +1,7 @@
 """Chapter 05: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
+import nbformat
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, ROOT, Wrong, check_wrong_answers
 
 WRONG = {
     "ex05_1": [
@@ -152,3 +153,15 @@ def answer_5_5():
 
 def test_wrong_answers_are_caught():
     check_wrong_answers("05", WRONG)
+
+
+def test_section_1_does_not_state_exercise_5_5s_answer():
+    """Exercise 5.5 asks whether a stack of blocks followed by a mean over positions is invariant to a
+    shuffle; section 1 teaches equivariance of one layer, and must not state that conclusion itself."""
+    (path,) = sorted((ROOT / "solutions").glob("05_*.ipynb"))
+    cells = nbformat.read(path, as_version=4).cells
+    exercises = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and "### Exercise 5.1" in c.source)
+    prose = " ".join(c.source for c in cells[:exercises] if c.cell_type == "markdown").replace("\n", " ")
+    assert "whole stack of blocks" not in prose
+    assert "the mean over positions, is invariant" not in prose
+    assert "refuted" not in prose  # the extrapolation hypothesis is "not supported on this task", not refuted
