@@ -279,6 +279,13 @@ def causal_heads(q, k, v, num_heads):
 """, visible="does your mask hide the diagonal"),
     ],
     "ex04_4": [
+        Wrong("right values, but the positions made on the CPU whatever the weights' device", """
+def mean_attention_distance(weights):
+    t_q, t_k = weights.shape[-2:]
+    i = torch.arange(t_q, dtype=weights.dtype)[:, None]
+    j = torch.arange(t_k, dtype=weights.dtype)[None, :]
+    return (weights * (i - j).abs()).sum(-1).mean(dim=(0, 2))
+""", visible=PASSES_VISIBLE),
         Wrong("signed distance i - j", """
 def mean_attention_distance(weights):
     t_q, t_k = weights.shape[-2:]
