@@ -1,9 +1,14 @@
 """Chapter 02: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import RECORDS, Wrong, check_wrong_answers
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex02_1": [
+        Wrong("right values, but a helper tensor made on the CPU whatever the input's device", """
+def effective_items(weights):
+    safe = torch.where(weights > 0, weights, torch.ones(weights.shape, dtype=weights.dtype))
+    return torch.exp(-(weights * torch.log(safe)).sum(dim=-1))
+""", visible=PASSES_VISIBLE),
         Wrong("0 · ln 0 left as NaN", """
 def effective_items(weights):
     return torch.exp(-(weights * weights.log()).sum(dim=-1))
