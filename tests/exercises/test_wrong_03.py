@@ -1,6 +1,6 @@
 """Chapter 03: typical wrong answers are caught by the hidden tests and named by the visible checks."""
 
-from wrong_answer_driver import RECORDS, Wrong, check_wrong_answers
+from wrong_answer_driver import PASSES_VISIBLE, RECORDS, Wrong, check_wrong_answers
 
 WRONG = {
     "ex03_1": [
@@ -78,6 +78,10 @@ def masked_softmax_lse(scores, allowed=None):
 """),
     ],
     "ex03_2": [
+        Wrong("right values, but torch.eye made on the CPU whatever p's device", """
+def softmax_jacobian(p):
+    return torch.eye(p.size(-1), dtype=p.dtype) * p.unsqueeze(-1) - p.unsqueeze(-1) * p.unsqueeze(-2)
+""", visible=PASSES_VISIBLE),
         Wrong("outer product without the diagonal", """
 def softmax_jacobian(p):
     return -p.unsqueeze(-1) * p.unsqueeze(-2)
