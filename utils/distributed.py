@@ -402,18 +402,20 @@ def measured_collective_bytes(rank: int, world_size: int, n: int = 65536) -> dic
 
 def allocation_profile(fn: Callable[[], Any], window: str | None = None) -> dict[str, int]:
     """Run ``fn()`` under ``torch.profiler.profile(profile_memory=True)`` and replay the CPU allocator's events
-    (every allocation and free of a tensor's memory, with its address, size and time) in time order. A free
-    counts only if its block was allocated during the profile, so "held" is exactly the bytes of the blocks ``fn``
-    allocated and still holds. Returns the peak of the bytes held ("peak"), the largest single allocation
-    ("largest"), the bytes allocated in all ("allocated") and still held at the end ("net").
+    (each allocation and free the profiler records, with its address, size and time) in time order
+    (``replay_allocations``): a free counts only if its block was allocated during the profile, so "held" is the
+    bytes of the blocks ``fn`` allocated and still holds, as far as the profiler saw them. Returns the peak of
+    the bytes held ("peak"), the largest single allocation ("largest"), the bytes allocated in all
+    ("allocated"), still held at the end ("net"), and two counts of what the profiler missed (see
+    ``replay_allocations``).
 
     ``window``: the name of a ``torch.profiler.record_function`` block inside ``fn``. Then "start" is what was
     held when the window opened (for example buffers made in a first training step and kept) and "peak" the most
-    held while it ran, that included: profile the set-up too, and nothing made before the window is missed.
+    held while it ran, that included: profile the set-up too, and what the set-up made and kept is counted.
     Memory allocated before ``fn`` is not seen, and a block allocated before and freed during it is not
-    subtracted. It sees PyTorch's own allocations (tensors), not memory that gloo or Python allocate themselves.
-    The profiler's log lines on the process's stderr are silenced while it runs (a rank's stderr can reach the
-    notebook)."""
+    subtracted. It sees PyTorch's own allocations (tensors), not memory that gloo or Python allocate themselves,
+    and only on the threads the profiler follows. The profiler's log lines on the process's stderr are silenced
+    while it runs (a rank's stderr can reach the notebook)."""
     from torch.profiler import ProfilerActivity, profile
 
     sys.stderr.flush()
@@ -447,27 +449,34 @@ def replay_allocations(events: list[tuple[int, int, int]], start_ns: int | None 
                        end_ns: int | None = None) -> dict[str, int]:
     """Replay allocator events ``(time_ns, address, bytes)`` (bytes negative for a free) in time order; see
     ``allocation_profile``. "start": bytes held at ``start_ns``; "peak": the most held from ``start_ns`` to
-    ``end_ns`` (the whole replay when they are None); "unseen_frees": allocations at an address still held, whose
-    block was therefore freed without an event (counted freed from then on: the bytes held err high, never low)."""
+    ``end_ns`` (the whole replay when they are None). What the profiler missed shows in two counts:
+    "unseen_frees", allocations at an address still held, whose block was freed without a recorded free (it is
+    counted freed from then on, so the bytes held err high until then); "unknown_frees", frees of at least
+    1 KiB of blocks the replay never saw allocated (allocated before the profile, or on a thread the profiler
+    does not follow: a missed allocation makes the bytes held err low, and shows here when its block is freed)."""
     start_ns = -1 if start_ns is None else start_ns
     end_ns = float("inf") if end_ns is None else end_ns
     live: dict[int, int] = {}
-    held = peak = largest = allocated = unseen = 0
-    start = None
+    held = allocated = largest = unseen = unknown = 0
+    start = peak = None
     for time_ns, ptr, size in sorted(events):
         if start is None and time_ns >= start_ns:
             start = peak = held  # what the window opens with
         if size > 0:
-            if ptr in live:  # the address was handed out again: its block was freed on a thread the profiler missed
+            if ptr in live:  # the address was handed out again: its block was freed without a recorded free
                 held, unseen = held - live[ptr], unseen + 1
             live[ptr] = size
             held, allocated, largest = held + size, allocated + size, max(largest, size)
-        elif ptr in live:  # a free of a block allocated before the profile is not seen
+        elif ptr in live:
             held -= live.pop(ptr)
-        if time_ns <= end_ns:
+        elif -size >= 1024:  # a free of a block the replay never saw allocated
+            unknown += 1
+        if start is not None and time_ns <= end_ns:
             peak = max(peak, held)
+    if start is None:  # no event after the window opened: it held what the replay ended with
+        start = peak = held
     return {"peak": peak, "largest": largest, "allocated": allocated, "net": held, "unseen_frees": unseen,
-            "start": held if start is None else start}
+            "unknown_frees": unknown, "start": start}
 
 
 ADAM_BYTES_PER_PARAMETER = 16  # float32 value, gradient and Adam's two moments: 4 + 4 + 8 bytes
