@@ -277,6 +277,16 @@ def causal_heads(q, k, v, num_heads):
     weights = torch.nan_to_num(torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1))
     return (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
 """, visible="does your mask hide the diagonal"),
+        Wrong("split, mask and scale fixed; heads merged without transposing back", """
+def causal_heads(q, k, v, num_heads):
+    batch, length, d_model = q.shape
+    d_k = d_model // num_heads
+    q, k, v = (t.view(batch, length, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+    hidden = torch.ones(length, length, dtype=torch.bool, device=q.device).triu(1)
+    weights = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
+    return (weights @ v).reshape(batch, length, d_model)
+""", visible="transpose back to (B, T, h, d_k)"),
     ],
     "ex04_4": [
         Wrong("right values, but the positions made on the CPU whatever the weights' device", """
