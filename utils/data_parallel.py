@@ -188,7 +188,6 @@ def data_parallel_worker(rank: int, world_size: int, seed: int = 0, steps: int =
 
 
 MEMORY_WIDTHS = (64,) + (256,) * 8 + (64,)  # nine layers: the model's state, not one layer, should dominate
-DEEP_WIDTHS = (64,) + (256,) * 17 + (64,)  # eighteen layers: twice as deep, the same largest layer
 
 
 def storage_bytes(tensors) -> int:
