@@ -56,16 +56,16 @@ def train(model: nn.Module, batches, rank: int = 0, world_size: int = 1,
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     device = next(model.parameters()).device
-    step = (torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd"
-            else torch.optim.Adam(model.parameters(), lr=1e-3))
+    optim = (torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd"
+             else torch.optim.Adam(model.parameters(), lr=1e-3))
     for x, y in batches:
         x, y = shard_batch(x, rank, world_size).to(device), shard_batch(y, rank, world_size).to(device)
-        step.zero_grad(set_to_none=True)
+        optim.zero_grad(set_to_none=True)
         nn.functional.mse_loss(model(x), y).backward()
         if sync is not None:
             sync(model)
-        step.step()
-    model.optimizer = step  # kept for the memory count
+        optim.step()
+    model.optimizer = optim  # kept for the memory count
     return model
 
 
@@ -259,6 +259,20 @@ def memory_worker(rank: int, world_size: int, seed: int = 0, batch: int = 32,
                        "unseen_frees": profiled["unseen_frees"], "unknown_frees": profiled["unknown_frees"],
                        "largest_layer": max(p.numel() for p in make_mlp(seed, widths).parameters()) * 4}
     return out
+
+
+def gathered_layer_bytes(widths: tuple[int, ...] = MEMORY_WIDTHS) -> int:
+    """G: the largest Linear's weight and bias in float32, the parameters FSDP un-shards for one layer."""
+    return max(a * b + b for a, b in zip(widths[:-1], widths[1:])) * 4
+
+
+def fsdp_peak_bounds(state: int, world_size: int, widths: tuple[int, ...] = MEMORY_WIDTHS,
+                     batch: int = 32) -> tuple[float, float]:
+    """Section 4's derived bounds on FSDP's peak in an Adam step, from DDP's measured ``state`` (16 Psi bytes):
+    lower 16 Psi / p + G; upper 16 Psi / p + 7G + A, A = each layer's input and output for B / p rows, float32."""
+    gathered = gathered_layer_bytes(widths)
+    activations = 2 * 4 * (batch // world_size) * sum(widths)
+    return state / world_size + gathered, state / world_size + 7 * gathered + activations
 
 
 @one_thread  # as each rank trains (utils.distributed runs ranks on one thread)

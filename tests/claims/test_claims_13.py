@@ -49,12 +49,6 @@ def memory_runs():
     return _memory_runs(tuple(CLAIM_SEEDS))
 
 
-def _gathered_layer_bytes(seed: int) -> int:
-    """One gathered layer: the largest Linear's weight and bias in float32 (what FSDP un-shards at a time)."""
-    return max(sum(t.numel() for t in layer.parameters()) for layer in dp.make_mlp(seed, dp.MEMORY_WIDTHS)
-               if isinstance(layer, torch.nn.Linear)) * 4
-
-
 def memory_metrics(memory_runs, seed: int) -> dict[str, float]:
     """The measured-memory claims as numbers, over every rank at P (storages of the parameters, gradients and Adam
     state; the profiled peak against the derived bound 16 Psi / p + one gathered layer and against DDP's; the socket
@@ -62,17 +56,17 @@ def memory_metrics(memory_runs, seed: int) -> dict[str, float]:
     ranks = [r[seed] for r in memory_runs[P]["memory"]]
     ring = {p: [r[seed] for r in memory_runs[p]["ring memory"]] for p in (1, P)}
     grads = ranks[0]["DDP"]["parameters"]
-    gathered = _gathered_layer_bytes(seed)
-    def upper(run: dict, widths: tuple[int, ...]) -> float:  # 16 Psi / p + 7G + A (A: each layer's input and output)
-        return run["DDP"]["state"] / P + 7 * gathered + 2 * 4 * (32 // P) * sum(widths)
+
+    def bounds(run: dict) -> tuple[float, float]:  # 16 Psi / p + G and 16 Psi / p + 7G + A
+        return dp.fsdp_peak_bounds(run["DDP"]["state"], P)
 
     return {
-        "FSDP peak / derived upper bound, largest": max(r["FSDP"]["peak"] / upper(r, dp.MEMORY_WIDTHS) for r in ranks),
+        "FSDP peak / derived upper bound, largest": max(r["FSDP"]["peak"] / bounds(r)[1] for r in ranks),
         "frees of blocks never seen allocated": float(sum(r[s]["unknown_frees"] for r in ranks for s in ("DDP", "FSDP"))),
         "DDP held at start beyond parameters and Adam state / its gradients, smallest": min(
             (r["DDP"]["start"] - r["DDP"]["parameters"] - r["DDP"]["adam"]) / r["DDP"]["gradients"] for r in ranks),
         "FSDP storages x p / DDP's, largest |ratio - 1|": max(abs(r["FSDP"]["state"] * P / r["DDP"]["state"] - 1) for r in ranks),
-        "FSDP peak / derived bound, smallest": min(r["FSDP"]["peak"] / (r["DDP"]["state"] / P + gathered) for r in ranks),
+        "FSDP peak / derived bound, smallest": min(r["FSDP"]["peak"] / bounds(r)[0] for r in ranks),
         "FSDP peak / DDP peak, largest": max(r["FSDP"]["peak"] / r["DDP"]["peak"] for r in ranks),
         "FSDP bytes sent - gloo's, largest / gradient bytes": max(abs(r["FSDP"]["sent"] - 2 * gloo_bytes("all_reduce", grads, P))
                                                                  for r in ranks) / grads,
