@@ -282,3 +282,98 @@ def audit(t: Tab) -> dict:
 
 
 PROBLEM_KEYS = ("rawMath", "smallText", "activeControls", "consoleErrors", "overflow", "wrapped", "undrawn", "noAlt")
+
+
+# Issue 30.2 and 30.3: what a reader at 1366 px can only reach by scrolling sideways, and code that
+# wraps. `cut` lists every display equation, Mermaid diagram and image wider than its column (or than
+# its own box, which then scrolls), and any sideways overflow of the main column itself, each named by
+# its content (an equation by its TeX source); `wrapped` lists every code block (input cells) and text
+# output whose lines wrap: its white-space is not `pre`, or it is taller than its lines at one line each.
+LAYOUT_JS = """
+() => {
+  const main = document.querySelector('main') || document.body;
+  const column = document.querySelector('article.bd-article') || main;
+  const right = column.getBoundingClientRect().right;
+  const where = (el) => {
+    const section = el.closest('section');
+    const heading = section && section.querySelector('h1, h2, h3');
+    return heading ? heading.textContent.replace(/[#¶]/g, '').trim().slice(0, 50) : '(top)';
+  };
+  const short = (text) => (text || '').replace(/\\s+/g, ' ').trim().slice(0, 100);
+  const tex = (el) => {
+    try {
+      const items = MathJax.startup.document.getMathItemsWithin(el);
+      if (items.length) return items[0].math;
+    } catch (error) { /* not typeset by MathJax 3: fall back to the rendered text */ }
+    return el.textContent;
+  };
+  const room = (el) => {  // the width an element's content may take: its box without padding
+    const style = getComputedStyle(el);
+    return el.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  };
+  const cut = [];
+  for (const eq of main.querySelectorAll('mjx-container[display="true"]')) {
+    const box = eq.getBoundingClientRect();
+    if (eq.scrollWidth > eq.clientWidth + 1 || box.right > right + 1) {
+      cut.push(`equation in "${where(eq)}", ${eq.scrollWidth} px in ${eq.clientWidth} px: ${short(tex(eq))}`);
+    }
+  }
+  for (const pre of main.querySelectorAll('pre.mermaid')) {
+    const svg = pre.querySelector('svg');
+    if (!svg) continue;
+    const width = svg.getBoundingClientRect().width;
+    if (width > room(pre) + 1 || pre.scrollWidth > pre.clientWidth + 1 || svg.getBoundingClientRect().right > right + 1) {
+      const labels = [...svg.querySelectorAll('.nodeLabel, text')].map((l) => l.textContent).join(' | ');
+      cut.push(`diagram in "${where(pre)}", ${width.toFixed(0)} px in ${room(pre).toFixed(0)} px: ${short(labels)}`);
+    }
+  }
+  for (const img of main.querySelectorAll('img')) {
+    const box = img.getBoundingClientRect();
+    const holder = img.parentElement;
+    if (box.width > holder.clientWidth + 1 || holder.scrollWidth > holder.clientWidth + 1 || box.right > right + 1) {
+      cut.push(`image in "${where(img)}", ${box.width.toFixed(0)} px in ${holder.clientWidth} px: ${short(img.alt || img.src)}`);
+    }
+  }
+  // the column itself: anything that sticks out of it (outside a box that scrolls by itself)
+  for (const box of new Set([main, column])) {
+    if (box.scrollWidth <= box.clientWidth + 1) continue;
+    const limit = box.getBoundingClientRect().right + 1;
+    const clipped = (el) => {
+      for (let up = el.parentElement; up && up !== box; up = up.parentElement) {
+        if (getComputedStyle(up).overflowX !== 'visible') return true;
+      }
+      return false;
+    };
+    const out = [...box.querySelectorAll('*')].filter((el) => el.getBoundingClientRect().right > limit && !clipped(el));
+    const outermost = out.filter((el) => !out.some((other) => other !== el && other.contains(el)));
+    cut.push(`the ${box.tagName.toLowerCase()} column scrolls sideways, ${box.scrollWidth} px in ${box.clientWidth} px: `
+             + outermost.slice(0, 3).map((el) => `<${el.tagName.toLowerCase()}> ${short(el.textContent).slice(0, 60)}`).join('; '));
+  }
+  // code lines: input cells and text outputs keep one line per line (static widgets' prose excluded)
+  const wrapped = [];
+  for (const pre of main.querySelectorAll('div.highlight pre, div.cell_output pre, div.output pre')) {
+    if (pre.closest('.jupyter-widgets, .widget-subarea')) continue;
+    const style = getComputedStyle(pre);
+    const lines = pre.textContent.replace(/\\n$/, '').split('\\n').length;
+    const lineHeight = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
+    const height = pre.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+    const longest = pre.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '');
+    if (style.whiteSpace !== 'pre') {
+      wrapped.push(`"${where(pre)}": white-space ${style.whiteSpace}: ${short(longest)}`);
+    } else if (height > (lines + 0.5) * lineHeight) {
+      wrapped.push(`"${where(pre)}": ${lines} lines drawn ${(height / lineHeight).toFixed(1)} lines high: ${short(longest)}`);
+    }
+  }
+  return {cut, wrapped, checked: {
+    equations: main.querySelectorAll('mjx-container[display="true"]').length,
+    diagrams: main.querySelectorAll('pre.mermaid svg').length,
+    images: main.querySelectorAll('img').length,
+    code: main.querySelectorAll('div.highlight pre, div.cell_output pre, div.output pre').length}};
+}
+"""
+
+
+def layout(t: Tab) -> dict:
+    """Issue 30.2/30.3 for the page open in ``t``: ``cut`` (content reachable only by sideways scrolling)
+    and ``wrapped`` (code or text-output lines that wrap), each entry naming the element."""
+    return t.page.evaluate(LAYOUT_JS)

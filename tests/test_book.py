@@ -17,6 +17,7 @@ from browser import (
     audit,
     chromium,
     external_requests,
+    layout,
     require_chromium,
     static_server,
     tab,
@@ -226,6 +227,45 @@ def test_every_page_passes_the_reader_checks_over_http(browser, served_book, bui
     for kind, colour in found["boxes"]:
         if kind in ("Pitfall", "Misconception"):
             _box_colours.setdefault(kind, set()).add(colour)
+
+
+_layouts: dict[str, dict] = {}
+
+
+def _layout(browser, served_book: str, page: str) -> dict:
+    """The page's layout report (browser.layout) at 1366 px, measured once for the tests below."""
+    if page not in _layouts:
+        with tab(browser, f"layout_{page.replace('/', '_')}") as t:
+            t.page.goto(f"{served_book}/{page}", wait_until="load")
+            wait_until_rendered(t.page)
+            _layouts[page] = layout(t)
+    return _layouts[page]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", BOOK_PAGES)
+def test_no_equation_diagram_or_image_is_cut_at_1366_px(browser, served_book, page):
+    """Issue 30.2: every display equation, Mermaid diagram and image fits its column, and the column
+    does not scroll sideways (ch05's rotation matrix lost its second column, ch01's BPTT product and
+    ch06's third decoder update were cut, ch02's projection diagram was 30 px too wide)."""
+    found = _layout(browser, served_book, page)
+    if (ROOT / page.replace(".html", ".ipynb")).exists():
+        assert found["checked"]["equations"] > 0, f"{page}: no display equation measured"
+    cut = found["cut"]
+    assert len(cut) == 0, f"{page}: {len(cut)} cut at 1366 px:\n" + "\n".join(cut)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", BOOK_PAGES)
+def test_no_code_or_text_output_line_wraps_at_1366_px(browser, served_book, page):
+    """Issue 30.3: a wrapped code line restarts at column 0 and reads as mis-indented Python, and a
+    wrapped text table loses its columns: every line of an input cell or a text output stays one line
+    (a long one scrolls inside its own box)."""
+    found = _layout(browser, served_book, page)
+    if (ROOT / page.replace(".html", ".ipynb")).exists():
+        assert found["checked"]["code"] > 0, f"{page}: no code measured"
+    wrapped = found["wrapped"]
+    assert len(wrapped) == 0, f"{page}: {len(wrapped)} code blocks wrap at 1366 px:\n" + "\n".join(wrapped)
 
 
 @pytest.mark.browser

@@ -25,11 +25,18 @@
     };
   }
 
+  // The width a diagram may take: the box's inner width (clientWidth counts its padding, and a
+  // diagram sized to it overflowed ch02's column by the 32 px of padding, issue 30.2).
+  function diagramRoom(pre) {
+    var style = getComputedStyle(pre);
+    return pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 2;
+  }
+
   function fitDiagram(pre) {
     var svg = pre.querySelector("svg");
     if (!svg || !svg.viewBox || !svg.viewBox.baseVal || !svg.viewBox.baseVal.width) return;
     var box = svg.viewBox.baseVal;
-    var column = pre.clientWidth - 2;
+    var column = diagramRoom(pre);
     var scale = Math.min(1, Math.max(MIN_DIAGRAM_SCALE, column / box.width));
     svg.removeAttribute("width");
     svg.removeAttribute("height");
@@ -41,7 +48,7 @@
   function tooWide(pre) {
     var svg = pre.querySelector("svg");
     var box = svg && svg.viewBox && svg.viewBox.baseVal;
-    return Boolean(box && box.width * MIN_DIAGRAM_SCALE > pre.clientWidth - 2);
+    return Boolean(box && box.width * MIN_DIAGRAM_SCALE > diagramRoom(pre));
   }
 
   // A left-to-right flowchart too wide for the column even at MIN_DIAGRAM_SCALE is drawn top to
