@@ -158,6 +158,31 @@ def test_model_shapes_and_tied_parameters():
     assert (weights[0][~allowed[:, 0, 0, :].unsqueeze(1).expand_as(weights[0])] == 0).all()  # no weight on padding
 
 
+def test_the_model_is_built_from_chapter_6s_blocks_with_residual_dropout_only():
+    """One encoder layer and one decoder layer in the course (issue 26): chapter 12 defines no layer of its
+    own but stacks chapter 6's blocks, Post-LN, dropping only each sub-layer's output (the paper's section
+    5.4) and the embedding sums; the attention weights it returns in train mode are undropped distributions."""
+    import ast
+    from pathlib import Path
+
+    from utils.transformer_blocks import DecoderBlock, EncoderBlock
+
+    module = Path(__file__).resolve().parents[1] / "utils" / "transformer.py"
+    classes = [n.name for n in ast.parse(module.read_text()).body if isinstance(n, ast.ClassDef)]
+    assert classes == ["Transformer"], f"utils/transformer.py defines layers of its own: {classes}"
+    model = Transformer(len(VOCAB), num_layers=2, dropout=0.2)
+    assert [type(m) for m in model.encoder] == [EncoderBlock] * 2 and [type(m) for m in model.decoder] == [DecoderBlock] * 2
+    for block in [*model.encoder, *model.decoder]:
+        assert not block.norm_first
+        residual = [getattr(block, f"dropout{i}").p for i in range(1, block.n_norms + 1)]
+        assert residual == [0.2] * block.n_norms and block.ffn.dropout.p == 0.0
+        assert all(m.dropout == 0.0 for m in block.modules() if hasattr(m, "num_heads")), "attention weights dropped"
+    src, tgt_in, _ = date_examples(3, torch.Generator().manual_seed(2))
+    memory, allowed = model.train().encode(src)
+    _, weights = model.decode(tgt_in, memory, allowed, need_weights=True)
+    assert torch.allclose(weights[1].sum(-1), torch.ones(3, TGT_LEN))
+
+
 def test_decoder_is_causal_and_ignores_source_padding():
     model = _model()
     src, tgt_in, _ = date_examples(2, torch.Generator().manual_seed(1))

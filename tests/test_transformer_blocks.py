@@ -182,6 +182,8 @@ def test_ffn_is_position_wise():
         (lambda: EncoderBlock(30, 4, 64), ValueError, "divisible"),
         (lambda: EncoderBlock(32, 4, 64, norm_first="yes"), TypeError, "norm_first"),
         (lambda: DecoderBlock(32, 4, 64, layer_norm_eps=0), ValueError, "layer_norm_eps"),
+        (lambda: EncoderBlock(32, 4, 64, attention_dropout=1.0), ValueError, "attention_dropout must be a probability"),
+        (lambda: DecoderBlock(32, 4, 64, activation_dropout=-0.1), ValueError, "activation_dropout must be a probability"),
         (lambda: Seq2Seq(n_layers=0), ValueError, "n_layers"),
     ],
 )
@@ -330,6 +332,37 @@ def test_dropout_is_applied_where_pytorch_applies_it(kind, place):
     output's spread beyond what the comparison above allows: each place is one PyTorch drops at."""
     _, z_std = _train_mode_spread(kind, switched_off=place)
     assert z_std > 6, f"{kind}: without {place}'s dropout the spread still matches PyTorch's (z = {z_std:.1f})"
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_residual_dropout_alone_drops_only_before_the_residual_sum(kind):
+    """attention_dropout=0 and activation_dropout=0 (chapter 12's recipe, the paper's section 5.4): in train
+    mode the block equals, on every draw, the same block with its residual dropouts done by hand and no
+    others; with the rates left at None the attention and FFN dropouts follow ``dropout``, as in PyTorch."""
+    make = EncoderBlock if kind == "encoder" else DecoderBlock
+    torch.manual_seed(0)
+    block = make(16, 4, 32, dropout=0.5, attention_dropout=0.0, activation_dropout=0.0).train()
+    rates = [m.p for m in block.modules() if isinstance(m, nn.Dropout)] + [
+        m.dropout for m in block.modules() if isinstance(m, MultiHeadAttention)]
+    assert sorted(rates) == [0.0] * (len(rates) - block.n_norms) + [0.5] * block.n_norms, rates
+    x, memory = torch.randn(3, 5, 16), torch.randn(3, 6, 16)
+    torch.manual_seed(1)
+    got = block(x) if kind == "encoder" else block(x, memory, is_causal=True)
+    # the same computation written out: dropout (p = 0.5) on each sub-layer's output only, in the same RNG order
+    torch.manual_seed(1)
+    drop = nn.Dropout(0.5)
+    with torch.no_grad():
+        block.eval()  # eval turns off nothing else here: the other rates are 0
+        if kind == "encoder":
+            h = block.norm1(x + drop(block.self_attn(x, x, x, need_weights=False)[0]))
+            want = block.norm2(h + drop(block.ffn(h)))
+        else:
+            h = block.norm1(x + drop(block.self_attn(x, x, x, is_causal=True, need_weights=False)[0]))
+            h = block.norm2(h + drop(block.cross_attn(h, memory, memory, need_weights=False)[0]))
+            want = block.norm3(h + drop(block.ffn(h)))
+    assert torch.equal(got.detach(), want), (got - want).abs().max()
+    following = make(16, 4, 32, dropout=0.3)
+    assert following.ffn.dropout.p == 0.3 and following.self_attn.dropout == 0.3
 
 
 def test_greedy_decode_runs_without_dropout_and_leaves_the_mode_as_it_was():

@@ -14,10 +14,8 @@ import torch.nn.functional as F
 
 from utils.device import one_thread
 from utils.evidence import Paired, paired
-from utils.layernorm import LayerNorm
-from utils.multihead import MultiHeadAttention
 from utils.positional import sinusoidal_encoding
-from utils.transformer_blocks import FeedForward, greedy_decode  # chapter 6's greedy loop fits this model
+from utils.transformer_blocks import DecoderBlock, EncoderBlock, greedy_decode  # chapter 6's layers and loop
 
 
 def _check_int(name: str, value: object, low: int = 1) -> None:
@@ -34,49 +32,6 @@ def _check_tokens(name: str, tokens: object, vocab_size: int | None = None) -> N
     if tokens.numel() and (tokens.min() < 0 or (vocab_size is not None and tokens.max() >= vocab_size)):
         raise ValueError(f"{name} holds ids outside 0..{vocab_size - 1 if vocab_size else '...'}: "
                          f"min {int(tokens.min())}, max {int(tokens.max())}")
-
-
-class EncoderLayer(nn.Module):
-    """Post-LN encoder layer with the paper's residual dropout: x = LN(x + Dropout(Sublayer(x))).
-
-    Assembled from chapter 4's MultiHeadAttention, chapter 6's FeedForward and chapter 7's LayerNorm
-    (chapter 6's EncoderBlock has no dropout, which the training recipe needs).
-    """
-
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.ffn = FeedForward(d_model, d_ff)
-        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, src_allowed: torch.Tensor) -> torch.Tensor:
-        """x (B, T_src, d); src_allowed (B, 1, 1, T_src), True for real (non-padding) tokens."""
-        update, _ = self.self_attn(x, mask=src_allowed, need_weights=False)  # (B, T_src, d)
-        x = self.norm1(x + self.dropout(update))
-        return self.norm2(x + self.dropout(self.ffn(x)))
-
-
-class DecoderLayer(nn.Module):
-    """Post-LN decoder layer: causal self-attention, cross-attention to the memory, FFN."""
-
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads)
-        self.ffn = FeedForward(d_model, d_ff)
-        self.norm1, self.norm2, self.norm3 = LayerNorm(d_model), LayerNorm(d_model), LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(
-        self, y: torch.Tensor, memory: torch.Tensor, src_allowed: torch.Tensor, need_weights: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """y (B, T_tgt, d), memory (B, T_src, d) -> (y, cross-attention weights (B, T_tgt, T_src) or None)."""
-        update, _ = self.self_attn(y, is_causal=True, need_weights=False)  # T_q = T_k: top-left = bottom-right
-        y = self.norm1(y + self.dropout(update))
-        update, weights = self.cross_attn(y, memory, memory, mask=src_allowed, need_weights=need_weights)
-        y = self.norm2(y + self.dropout(update))
-        return self.norm3(y + self.dropout(self.ffn(y))), weights
 
 
 class Transformer(nn.Module):
@@ -114,8 +69,11 @@ class Transformer(nn.Module):
         for table in [self.src_embed] if tied else [self.src_embed, self.tgt_embed, self.out_proj]:
             nn.init.normal_(table.weight, std=d_model**-0.5)
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)  # (max_len, d)
-        self.encoder = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+        # chapter 6's Post-LN blocks with the paper's residual dropout only (section 5.4)
+        layer = dict(d_model=d_model, n_heads=num_heads, d_ff=d_ff, dropout=dropout,
+                     attention_dropout=0.0, activation_dropout=0.0)
+        self.encoder = nn.ModuleList(EncoderBlock(**layer) for _ in range(num_layers))
+        self.decoder = nn.ModuleList(DecoderBlock(**layer) for _ in range(num_layers))
         self.dropout = nn.Dropout(dropout)
 
     def embed(self, tokens: torch.Tensor, table: nn.Embedding) -> torch.Tensor:
@@ -140,13 +98,13 @@ class Transformer(nn.Module):
         cross-attention weights, averaged over heads, (B, T_tgt, T_src)."""
         _check_tokens("tgt_in", tgt_in, self.vocab_size)
         y = self.embed(tgt_in, self.tgt_embed)
-        weights = []
         for layer in self.decoder:
-            y, w = layer(y, memory, src_allowed, need_weights)
-            weights.append(w)
+            y = layer(y, memory, memory_allowed=src_allowed, is_causal=True, need_weights=need_weights)
         out_weight = self.tgt_embed.weight if self.tied else self.out_proj.weight  # (V, d)
         logits = y @ out_weight.T  # (B, T_tgt, V)
-        return (logits, weights) if need_weights else logits
+        if not need_weights:
+            return logits
+        return logits, [layer.last_cross_weights.mean(dim=1) for layer in self.decoder]  # (B, T_tgt, T_src) each
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, src_allowed = self.encode(src)
@@ -619,9 +577,10 @@ def ablation_comparisons(records: dict[int, dict[str, float]], metric: str = "ex
 
 
 def ablation_claims(results: dict[str, dict[str, float]]) -> dict[str, bool]:
-    """The chapter's claims about one seed's runs (each held on 10 of 10 seeds, 0-9); ``results`` as returned
-    by ``recipe_ablation`` (or ``arms_of`` a recorded seed), with any subset of the arms (a claim is
-    checked when its arms are present)."""
+    """The chapter's claims about one seed's runs, each True or False on that seed (on how many of seeds 0-9
+    each held is printed in section 4, where the text states it); ``results`` as returned by
+    ``recipe_ablation`` (or ``arms_of`` a recorded seed), with any subset of the arms (a claim is checked
+    when its arms are present)."""
     recipe = results["recipe"]
     claims = {}
     if "main" in results:
@@ -636,8 +595,8 @@ def ablation_claims(results: dict[str, dict[str, float]]) -> dict[str, bool]:
         claims["without warm-up, exact match is lower"] = results["no warm-up"]["exact"] < recipe["exact"]
     if "no label smoothing" in results:
         plain = results["no label smoothing"]
-        claims["label smoothing lowers confidence and raises NLL"] = (
-            plain["confidence"] > recipe["confidence"] + 0.03 and plain["nll"] < recipe["nll"])
+        claims["label smoothing lowers confidence (by over 0.03)"] = plain["confidence"] > recipe["confidence"] + 0.03
+        claims["label smoothing raises the held-out NLL"] = plain["nll"] < recipe["nll"]
         claims["with label smoothing the model is under-confident"] = recipe["confidence"] < recipe["teacher_accuracy"]
         claims["without it, calibration error is lower"] = plain["ece"] < recipe["ece"]
     if "no dropout" in results:

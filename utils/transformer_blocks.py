@@ -35,9 +35,9 @@ def _check_positive_int(value: object, name: str) -> None:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
-def _check_dropout(dropout: object) -> None:
+def _check_dropout(dropout: object, name: str = "dropout") -> None:
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        raise ValueError(f"{name} must be a probability in [0, 1), got {dropout!r}")
 
 
 def _check_ffn_config(d_model: object, d_ff: object, activation: object, dropout: object, choices: dict) -> None:
@@ -161,24 +161,30 @@ class _Block(nn.Module):
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False,
         dropout: float = 0.0, layer_norm_eps: float = 1e-5, bias: bool = True,
+        attention_dropout: float | None = None, activation_dropout: float | None = None,
     ) -> None:
         super().__init__()
         _check_positive_int(d_model, "d_model")
         _check_positive_int(n_heads, "n_heads")
         _check_positive_int(d_ff, "d_ff")
-        _check_dropout(dropout)
+        # None: the residual rate, as PyTorch's layers use one rate for all three places
+        attention_dropout = dropout if attention_dropout is None else attention_dropout
+        activation_dropout = dropout if activation_dropout is None else activation_dropout
+        for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout),
+                           ("activation_dropout", activation_dropout)):
+            _check_dropout(rate, name)
         if not isinstance(norm_first, bool):
             raise TypeError(f"norm_first must be a bool, got {norm_first!r}")
         if isinstance(layer_norm_eps, bool) or not isinstance(layer_norm_eps, (int, float)) or not layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be a positive number, got {layer_norm_eps!r}")
         self.d_model, self.n_heads, self.d_ff = d_model, n_heads, d_ff
         self.activation, self.norm_first, self.bias = activation, norm_first, bias
-        self.ffn = make_feed_forward(d_model, d_ff, activation, dropout, bias)
+        self.ffn = make_feed_forward(d_model, d_ff, activation, activation_dropout, bias)
         for i in range(1, self.n_norms + 1):
             setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
-            setattr(self, f"dropout{i}", nn.Dropout(dropout))
+            setattr(self, f"dropout{i}", nn.Dropout(dropout))  # residual dropout
         for name, _ in self.attention_names:  # self_attn (and the decoder's cross_attn)
-            setattr(self, name, MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias))
+            setattr(self, name, MultiHeadAttention(d_model, n_heads, dropout=attention_dropout, bias=bias))
 
     @staticmethod
     def _config_of(layer: nn.Module) -> dict:

@@ -62,9 +62,16 @@ def language_model_record(seed: int) -> dict[str, float]:
 RECORD = {"12_recipe_ablation": recipe_record, "12_language_model": language_model_record}
 
 
+# The strength at which the chapter states each per-seed claim of ablation_claims, in seeds out of 10 (10 for
+# every claim not named here): a claim stated on 10 of 10 is asserted on each seed, the others are counted on
+# the recorded seeds (test_claims_on_the_recorded_results).
+STATED_PER_SEED = {"after 400 steps it translates most held-out dates": 9,
+                   "label smoothing raises the held-out NLL": 9, "at this budget dropout costs accuracy": 8}
+
+
 def _check(seed: int, results: dict[str, dict[str, float]]) -> None:
     claims = ablation_claims(results)
-    failed = [claim for claim, holds in claims.items() if not holds]
+    failed = [claim for claim, holds in claims.items() if not holds and STATED_PER_SEED.get(claim, 10) == 10]
     summary = {arm: {k: round(v, 3) for k, v in r.items()} for arm, r in results.items()}
     print(f"seed {seed}: {summary}")  # shown with pytest -s: the figures the chapter quotes
     assert not failed, f"seed {seed}: {failed} do not hold; {summary}"
@@ -91,7 +98,7 @@ def test_recipe_claims(seed):
         return
     recorded = arms_of(_recorded("12_recipe_ablation")[seed])
     for arm, scores in results.items():
-        for metric in ("exact", "confidence"):
+        for metric in ("exact", "confidence", "nll"):
             assert abs(recorded[arm][metric] - scores[metric]) <= 0.01, (
                 f"seed {seed}, {arm}: recorded {metric} {recorded[arm][metric]:.3f}, live {scores[metric]:.3f}: "
                 "re-run python -m coursetools.claims 12")
@@ -100,19 +107,25 @@ def test_recipe_claims(seed):
 def test_claims_on_the_recorded_results():
     records = _recorded("12_recipe_ablation")
     for seed, record in records.items():
-        _check(seed, arms_of(record))  # every per-seed claim, the dropout and untied arms included
+        _check(seed, arms_of(record))  # every per-seed claim stated on 10 of 10, the dropout and untied arms included
+    held = {claim: sum(ablation_claims(arms_of(record))[claim] for record in records.values())
+            for claim in ablation_claims(arms_of(records[0]))}
+    assert held == {claim: STATED_PER_SEED.get(claim, 10) for claim in held}, held
     comparisons = ablation_comparisons(records)
     for name, result in comparisons.items():
         print(f"{name}: {result}")
     # The strength at which section 4 states each comparison (wins of A over B out of 10 seeds):
     assert comparisons["warm-up (recipe - no warm-up)"].wins == 10
-    assert comparisons["dropout (recipe - no dropout)"].losses == 10
     assert comparisons["tying (recipe - untied embeddings)"].losses == 10
-    # "raised exact match on 9 of 10 seeds (sign test p = 0.021)", lower on seed 5, for both:
-    for name in ("label smoothing (recipe - no label smoothing)", "checkpoint averaging (average of the last 5 - last)"):
+    # "cost accuracy on 8 of 10 seeds": not significant by the sign test, an interval of the mean below zero
+    dropout = comparisons["dropout (recipe - no dropout)"]
+    assert (dropout.wins, dropout.losses) == (2, 8) and round(dropout.sign_test_p, 3) == 0.109 and dropout.interval[1] < 0
+    # "raised exact match on 9 of 10 seeds (sign test p = 0.021)", lower on seed 5 and seed 7 respectively:
+    for name, lower_on in (("label smoothing (recipe - no label smoothing)", 5),
+                           ("checkpoint averaging (average of the last 5 - last)", 7)):
         result = comparisons[name]
         assert (result.wins, result.losses) == (9, 1) and round(result.sign_test_p, 3) == 0.021
-        assert result.differences[5] < 0 and result.interval[0] > 0
+        assert result.differences[lower_on] < 0 and result.interval[0] > 0
 
 
 @pytest.mark.skipif(os.environ.get("CLAIMS_12_ALL_ARMS") != "1",
@@ -148,45 +161,58 @@ def _higher(a: str, b: str):
     return lambda record: record[f"{a}: exact"] > record[f"{b}: exact"]
 
 
-_SMOOTHING = ("label smoothing lowers confidence and raises NLL", "with label smoothing the model is under-confident",
-              "without it, calibration error is lower")
+_UNDER_CONFIDENT = ("with label smoothing the model is under-confident", "without it, calibration error is lower")
 LEDGER = [
     Claim("test_recipe_claims", "12_recipe_ablation", "exact match: no warm-up < recipe (250 steps)",
           _per_seed("without warm-up, exact match is lower"),
           ("**Removing warm-up lowered exact match on 10 of 10 seeds.**",
            "without warm-up exact match was lower (10 of 10;"), 10),
+    Claim("test_recipe_claims", "12_recipe_ablation", "without label smoothing: confidence > recipe's + 0.03",
+          _per_seed("label smoothing lowers confidence (by over 0.03)"),
+          ("**Label smoothing lowered confidence, on 10 of 10 seeds,",), 10),
+    Claim("test_recipe_claims", "12_recipe_ablation", "without label smoothing: held-out NLL lower",
+          _per_seed("label smoothing raises the held-out NLL"),
+          ("and raised the held-out negative log-likelihood on 9 of 10.**", "raised the held-out NLL (9 of 10)"), 9),
     Claim("test_recipe_claims", "12_recipe_ablation",
-          "without label smoothing: confidence > recipe's + 0.03 and NLL lower; with it: confidence < accuracy on "
-          "the same tokens; calibration error lower without it", _per_seed(*_SMOOTHING),
-          ("**Label smoothing did what the derivation says, on 10 of 10 seeds.**",
-           "label smoothing lowered confidence and raised the held-out NLL, leaving the model under-confident (10 of "
-           "10)", "ours was *under*-confident with smoothing, and its calibration error was higher than without it, on "
+          "with label smoothing: confidence < accuracy on the same tokens; calibration error lower without it",
+          _per_seed(*_UNDER_CONFIDENT),
+          ("(confidence below accuracy) and its expected calibration error was *higher* than without it, both on 10 "
+           "of 10 seeds",
+           "ours was *under*-confident with smoothing, and its calibration error was higher than without it, on "
            "10 of 10 seeds (section 4)"), 10),
+    Claim("test_recipe_claims", "12_recipe_ablation",
+          "without label smoothing: confidence > recipe's + 0.03; with it: confidence < accuracy",
+          _per_seed("label smoothing lowers confidence (by over 0.03)", "with label smoothing the model is under-confident"),
+          ("label smoothing lowered confidence, leaving the model under-confident (10 of 10)",), 10),
     Claim("test_recipe_claims", "12_recipe_ablation",
           "main run after 400 steps: mean confidence > the smoothed loss's optimum and above it on > half the "
           "tokens; confidence < accuracy",
           _per_seed("after 400 steps the mean confidence is above the smoothed loss's optimum, on most tokens",
                     "after 400 steps the model is still under-confident"),
           ("Both held on every one of the ten seeds of section 4.",), 10),
+    Claim("test_recipe_claims", "12_recipe_ablation",
+          "main run after 400 steps: exact match >= 0.8 and token accuracy >= 0.95",
+          _per_seed("after 400 steps it translates most held-out dates"),
+          ("at least 80% exact match and 95% of the tokens: 9 of 10", "at least 80% on 9 of the ten claim seeds"), 9),
     Claim("test_dropout_and_tying_claims", "12_recipe_ablation", "exact match: no dropout > recipe (250 steps)",
           _per_seed("at this budget dropout costs accuracy"),
-          ("**Dropout cost accuracy at this budget, on 10 of 10 seeds.**",), 10),
+          ("**Dropout cost accuracy at this budget on 8 of 10 seeds**", "dropout on 8 of 10)",
+           "dropout slowed learning on 8 of 10,", "dropout on 8 of 10 seeds."), 8),
     Claim("test_dropout_and_tying_claims", "12_recipe_ablation", "exact match: untied embeddings > recipe (250 steps)",
           _per_seed("at this budget untied embeddings learn faster"),
-          ("**Untied embeddings learned faster at this budget, on 10 of 10 seeds.**",), 10),
+          ("**Untied embeddings learned faster at this budget, on 10 of 10 seeds.**", "(tying on 10 of 10 seeds,",
+           "tying cost accuracy at this budget (10 of 10)"), 10),
     Claim("test_claims_on_the_recorded_results", "12_recipe_ablation",
-          "every per-seed claim of section 4 (ablation_claims, every arm)",
-          lambda record: all(ablation_claims(arms_of(record)).values()),
-          ("the prose states a per-seed claim only where it held on **10 of 10** seeds",
-           "dropout and tying cost accuracy at this budget (10 of 10)",
-           "dropout and tying slowed learning and removing warm-up lowered exact match, each on 10 of 10 seeds"), 10),
+          "exact match: untied embeddings > recipe and no warm-up < recipe (250 steps)",
+          _per_seed("at this budget untied embeddings learn faster", "without warm-up, exact match is lower"),
+          ("tying slowed learning and removing warm-up lowered exact match, each on 10 of 10 seeds",), 10),
     Claim("test_claims_on_the_recorded_results", "12_recipe_ablation",
           "exact match: recipe > no label smoothing (paired by seed; the test: 9 wins, 1 loss, p = 0.021)",
           _higher("recipe", "no label smoothing"),
           ("**Label smoothing raised exact match on 9 of 10 seeds** (sign test p = 0.021)",
            "(more weakly, on 9 of 10 seeds) label smoothing",
            "and raised exact match on 9 of 10 seeds (sign test p = 0.021), not on every one",
-           "while label smoothing raised it on 9 of 10, not all (section 4)"), 9),
+           "and label smoothing raised exact match on 9 of 10, not all (section 4)"), 9),
     Claim("test_claims_on_the_recorded_results", "12_recipe_ablation",
           "exact match: average of the last 5 checkpoints > the last (paired by seed; the test: 9 wins, 1 loss)",
           _higher("main, averaged", "main"),
