@@ -329,7 +329,8 @@ LAYOUT_JS = """
   }
   for (const img of main.querySelectorAll('img')) {
     const box = img.getBoundingClientRect();
-    const holder = img.parentElement;
+    let holder = img.parentElement;  // its box: the nearest ancestor that is not inline (a figure's link is)
+    while (holder !== main && getComputedStyle(holder).display.startsWith('inline')) holder = holder.parentElement;
     if (box.width > holder.clientWidth + 1 || holder.scrollWidth > holder.clientWidth + 1 || box.right > right + 1) {
       cut.push(`image in "${where(img)}", ${box.width.toFixed(0)} px in ${holder.clientWidth} px: ${short(img.alt || img.src)}`);
     }
