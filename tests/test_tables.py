@@ -13,6 +13,17 @@ def test_a_table_is_markdown_with_escaped_cells_and_aligned_text():
         "n              layer        a|b", "16               RNN      8,192", "1024  self-attention  1,048,576"]
 
 
+def test_markup_in_a_cell_is_shown_as_written():
+    """Chapter 12's date formats read `<day-th> of <month>`: unescaped, Markdown would take them for HTML tags."""
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+    text = "the <day-th> of <month> | $1$ a_b_c *d* [e] `f` ~g~ \\"
+    markdown = markdown_table(["format"], [[text]])._repr_markdown_()
+    html = MarkdownIt("commonmark").enable("table").use(dollarmath_plugin).render(markdown)
+    assert "<td style=\"text-align:left\">the &lt;day-th&gt; of &lt;month&gt; | $1$ a_b_c *d* [e] `f` ~g~ \\</td>" in html
+
+
 @pytest.mark.parametrize(("args", "error", "words"), [
     (("n", [[1]]), TypeError, "header must be a non-empty list"),
     (([], []), TypeError, "header must be a non-empty list"),

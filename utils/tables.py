@@ -14,9 +14,14 @@ from collections.abc import Sequence
 _ALIGN = {"l": ":--", "r": "--:", "c": ":-:"}
 
 
+# Characters Markdown would read as markup: a cell's `<month>` would be an HTML tag, `$...$` maths, `a_b_c`
+# emphasis, `|` the end of the cell. Each is escaped with a backslash, which every Markdown reader honours.
+_MARKUP = "\\`*_<>[]|$~"
+
+
 def _cell(value: object) -> str:
-    """One cell's Markdown: its text, with the characters that would end the cell or the line escaped."""
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """One cell's Markdown: its text on one line, with every character Markdown would read as markup escaped."""
+    return "".join("\\" + c if c in _MARKUP else c for c in str(value).replace("\n", " "))
 
 
 class Table:
