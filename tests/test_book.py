@@ -339,3 +339,49 @@ def test_the_visible_sidebar_toggle_hides_and_shows_the_sidebar_at_1366_px(brows
         t.page.wait_for_function(f"() => !({hidden})()")
         assert sidebar.is_visible()
         assert t.errors == []
+
+
+FIGURE_PAGES = [f"{p.parent.name}/{p.stem}.html" for p in CHAPTERS + SOLUTIONS if "image/png" in p.read_text()]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", FIGURE_PAGES)
+def test_every_figure_s_smallest_text_is_at_least_11_px_as_displayed(browser, served_book, page):
+    """Issue 30.1: figures were shown shrunk (ch08's three panels at 0.64x, text 5-6 px) or drawn with 7-9 px
+    text. Each image on the page is matched to the notebook figure it shows (the book names a figure's file
+    by the SHA-256 of its PNG; a saved widget shows its PNG inline) and its smallest text, as displayed
+    (the figure's smallest text x displayed width / the width it was drawn for), must be >= MIN_TEXT_PX;
+    every image on the page must be such a figure, saved at twice its displayed size."""
+    import base64
+    import hashlib
+
+    import nbformat
+    from test_figures import notebook_figures
+
+    from utils.plotting import MIN_TEXT_PX
+
+    drawn = {}
+    for _, png, meta in notebook_figures(nbformat.read(ROOT / page.replace(".html", ".ipynb"), as_version=4)):
+        drawn[hashlib.sha256(png).hexdigest()] = drawn[base64.b64encode(png).decode()] = meta
+    with tab(browser, f"figures_{page.replace('/', '_')}") as t:
+        t.page.goto(f"{served_book}/{page}", wait_until="load")
+        wait_until_rendered(t.page)
+        images = t.page.evaluate("""() => [...document.querySelectorAll('main img')].map(img => ({
+            src: img.getAttribute('src') || '', shown: img.getBoundingClientRect().width,
+            natural: img.naturalWidth, alt: (img.getAttribute('alt') || '').slice(0, 60)}))""")
+    assert images, f"{page}: the notebook has figures but the page shows no image"
+    problems = []
+    for image in images:
+        src = image["src"]
+        key = src.split(",", 1)[1] if src.startswith("data:") else Path(src).stem
+        meta = drawn.get(key)
+        if meta is None or "smallest_text_px" not in meta:
+            problems.append(f"{src[:60]} ({image['alt']}): not a figure of the notebook saved with the course style")
+            continue
+        if image["natural"] and abs(image["natural"] - 2 * meta["width"]) > 1:
+            problems.append(f"{image['alt']}: {image['natural']} px PNG for {meta['width']} px: not twice the resolution")
+        text = meta["smallest_text_px"] * image["shown"] / meta["width"]
+        if text < MIN_TEXT_PX:
+            problems.append(f"{image['alt']}: smallest text {text:.1f} px as displayed ({image['shown']:.0f} px wide, "
+                            f"drawn for {meta['width']} px)")
+    assert not problems, f"{page}: {len(problems)} of {len(images)} figures:\n" + "\n".join(problems)

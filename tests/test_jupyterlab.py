@@ -103,9 +103,11 @@ def test_chapter_03_runs_in_jupyterlab_and_widget_responds(jupyterlab):
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         # The last check cell prints this once everything above it has run without error.
-        page.wait_for_function(
-            "() => document.body.innerText.includes('Exercise 3.3: not attempted yet')", timeout=scaled(180) * 1000
+        page.wait_for_function(  # in an output: the stub's source holds the same words
+            "() => [...document.querySelectorAll('.jp-OutputArea-output')]"
+            ".some(e => e.innerText.includes('Exercise 3.3: not attempted yet'))", timeout=scaled(180) * 1000
         )
+        _figures_at_their_drawn_size(page)
         assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").filter(
             has_text="Traceback").count() == 0
         # jupyterlab-myst renders the MyST admonitions (a plain Markdown renderer would show the fences).
@@ -139,13 +141,28 @@ def _run_all(page, base: str, path) -> None:
     page.wait_for_function("() => document.body.innerText.includes('Idle')")
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    # Count the check lines in the outputs: the stubs' own source says "not attempted yet" too, so counting the
+    # page's text returned before the run had drawn anything (found with issue 30.1's figure check below).
     page.wait_for_function(
-        f"() => document.body.innerText.split('not attempted yet').length - 1 >= {exercises}", timeout=scaled(240) * 1000
+        "(n) => [...document.querySelectorAll('.jp-OutputArea-output')]"
+        ".filter(e => e.innerText.includes('not attempted yet')).length >= n", arg=exercises, timeout=scaled(240) * 1000
     )
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     assert errors.filter(has_text="Traceback").count() == 0, "a cell raised in JupyterLab"
     if "```mermaid" in path.read_text():  # a diagram is drawn as an SVG, not shown as its source
         assert page.locator(".jp-MarkdownCell svg[aria-roledescription^='flowchart']").count() >= 1
+    _figures_at_their_drawn_size(page)
+
+
+def _figures_at_their_drawn_size(page) -> None:
+    """Issue 30.1 in JupyterLab: every figure the run drew is a PNG at twice the size Lab shows it at, and
+    Lab shows it at that size, not shrunk (tests/test_figures.py checks that text at that size is >= 11 px)."""
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-OutputArea-output img')].every(i => i.complete)")
+    images = page.evaluate("() => [...document.querySelectorAll('.jp-OutputArea-output img')].map(i => "
+                           "({natural: i.naturalWidth, shown: i.getBoundingClientRect().width}))")
+    assert images, "the chapter drew no figure in JupyterLab"
+    wrong = [i for i in images if i["natural"] == 0 or abs(i["natural"] - 2 * i["shown"]) > 2]
+    assert not wrong, f"{len(wrong)} of {len(images)} figures not shown at half their PNG's width: {wrong}"
 
 
 def _no_truncated_labels(page) -> None:

@@ -15,8 +15,9 @@ from utils.widgets import live_panel
 
 N_CHOICES = [2**p for p in range(4, 17)]  # 16 .. 65536
 D_CHOICES = [32, 64, 128, 256, 512, 1024, 2048]
-COLORS = [OKABE_ITO[c] for c in ("sky", "blue", "green", "vermillion", "orange")]
-STYLES = ["o-", "s-", "d-", "^-", "v--"]
+# five hues apart in the Okabe-Ito set, each with its own marker and dash, so no two curves rely on colour alone
+COLORS = [OKABE_ITO[c] for c in ("blue", "orange", "green", "vermillion", "purple")]
+STYLES = ["o-", "s--", "d-.", "^:", "v-"]
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 GPU_LATENCY = RESULTS / "gpu_latency_2026-11-30.json"
 
@@ -38,7 +39,7 @@ def complexity_summary(n: int, d: int, k: int = 3, r: int = 16) -> dict[str, obj
 def complexity_figure(n: int, d: int, k: int = 3, r: int = 16) -> plt.Figure:
     """FLOPs per layer against N at width d: the chosen N as a dashed line, the crossover as a point."""
     summary = complexity_summary(n, d, k=k, r=r)
-    fig, ax = plt.subplots(figsize=(6.8, 3.8))
+    fig, ax = plt.subplots(figsize=(9.2, 3.8))
     names = list(summary["costs"])
     for name, color, style in zip(names, COLORS, STYLES):
         flops = [layer_costs(m, d, k=k, r=r)[name]["flops"] for m in N_CHOICES]
@@ -48,7 +49,7 @@ def complexity_figure(n: int, d: int, k: int = 3, r: int = 16) -> plt.Figure:
             markeredgecolor=OKABE_ITO["black"], markeredgewidth=2, label=f"attention = LSTM at N = {cross}", zorder=5)
     ax.axvline(n, color=OKABE_ITO["black"], ls="--", lw=1, label=f"chosen N = {n}")
     label_axes(ax, "sequence length N (tokens)", "FLOPs per layer", f"Work per layer at d = {d}")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the curves, not over them
     fig.tight_layout()
     return fig
 
@@ -94,7 +95,8 @@ def tiling_figure(n_blocks: int = 6, current: tuple[int, int] = (3, 2), causal: 
     qi, kj = current
     if not (0 <= qi < n_blocks and 0 <= kj < n_blocks) or (causal and kj > qi):
         raise ValueError(f"current must be a tile the loop visits, got {current!r}")
-    fig, (grid, state) = plt.subplots(1, 2, figsize=(11.5, 4.8), gridspec_kw={"width_ratios": [1, 1.15]})
+    # one panel above the other: side by side, the book's column would shrink their labels below 11 px
+    fig, (grid, state) = plt.subplots(2, 1, figsize=(8.2, 9.8), gridspec_kw={"height_ratios": [1.15, 1]})
     for i in range(n_blocks):
         for j in range(n_blocks):
             skipped = causal and j > i
@@ -115,8 +117,8 @@ def tiling_figure(n_blocks: int = 6, current: tuple[int, int] = (3, 2), causal: 
     grid.set_xlim(0, n_blocks)
     grid.set_ylim(0, n_blocks)
     grid.set_aspect("equal")
-    grid.set_xticks([j + 0.5 for j in range(n_blocks)], [f"K{j},V{j}" for j in range(n_blocks)], fontsize=8)
-    grid.set_yticks([n_blocks - 1 - i + 0.5 for i in range(n_blocks)], [f"Q{i}" for i in range(n_blocks)], fontsize=8)
+    grid.set_xticks([j + 0.5 for j in range(n_blocks)], [f"K{j},V{j}" for j in range(n_blocks)])
+    grid.set_yticks([n_blocks - 1 - i + 0.5 for i in range(n_blocks)], [f"Q{i}" for i in range(n_blocks)])
     grid.grid(False)
     label_axes(grid, "key and value blocks (block_k rows each)", "query blocks (block_q rows each)",
                "Tiles of S = QKᵀ: grey done, blue this query block,\nred the current tile"
@@ -136,13 +138,13 @@ def tiling_figure(n_blocks: int = 6, current: tuple[int, int] = (3, 2), causal: 
     state.add_patch(Rectangle((10.2, 4.0), 1.5, 2.5, facecolor="#dddddd", edgecolor="black"))
     state.text(10.95, 5.25, f"K{kj}\nV{kj}", ha="center", va="center", fontsize=10)
     state.text(2.5, 7.3, f"kept during Q{qi}'s whole key loop:\nm, ℓ: one number per query row\n"
-                         "a: one vector (d_v) per query row", ha="center", va="center", fontsize=8.5)
+                         "a: one vector (d_v) per query row", ha="center", va="center", fontsize=10.5)
     state.text(7.9, 7.3, f"one tile (block_q × block_k):\nQ{qi}K{kj}ᵀ, exp, times V{kj},\nthen discarded",
-               ha="center", va="center", fontsize=8.5)
-    state.text(10.95, 3.3, "read from\nmemory", ha="center", va="top", fontsize=8.5)
+               ha="center", va="center", fontsize=10.5)
+    state.text(10.95, 3.3, "read from\nmemory", ha="center", va="top", fontsize=10.5)
     state.text(6.0, 0.35, "On a GPU (chapter 11) all of this lives in one kernel's registers and on-chip SRAM;\n"
                           "here it is ordinary tensors, and the tile stays in the CPU's cache.",
-               ha="center", va="center", fontsize=8.5, style="italic")
+               ha="center", va="center", fontsize=10.5, style="italic")
     state.set_title("Where the running statistics live")
     fig.tight_layout()
     return fig

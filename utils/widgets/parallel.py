@@ -37,7 +37,7 @@ def draw_owner_grid(ax: plt.Axes, world_size: int, order: str, is_causal: bool =
             for j in range(grid.size(1)):
                 rank = int(grid[i, j])
                 if rank >= 0:
-                    ax.text(j, i, rank, ha="center", va="center", fontsize=8,
+                    ax.text(j, i, rank, ha="center", va="center", fontsize=10,
                             color="black" if RANK_COLOURS[rank] in (OKABE_ITO["orange"], OKABE_ITO["yellow"], OKABE_ITO["sky"]) else "white")
     ax.set_xticks(range(grid.size(1)))
     ax.set_yticks(range(grid.size(0)))
@@ -48,13 +48,13 @@ def draw_owner_grid(ax: plt.Axes, world_size: int, order: str, is_causal: bool =
 def ring_figure(world_size: int = 4, order: str = "zigzag", is_causal: bool = True) -> plt.Figure:
     """The chunk pairs each rank computes, and the score entries per rank at N = 1024."""
     work = ring_work_per_rank(world_size, LENGTH, order, is_causal)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.4, 3.8))
     draw_owner_grid(left, world_size, order, is_causal)
     right.bar(range(world_size), work, color=RANK_COLOURS[:world_size])
     right.axhline(sum(work) / world_size, color="black", ls="--", lw=1, label="average")
     right.set_xticks(range(world_size))
     label_axes(right, "rank", "score entries computed", f"work per rank, N = {LENGTH}")
-    right.legend(fontsize=8)
+    right.legend()
     fig.tight_layout()
     return fig
 

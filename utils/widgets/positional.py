@@ -118,7 +118,7 @@ def rope_alibi_figure(d_k: int = 64, base: float = 10000.0, train_length: int = 
     """Left: RoPE's mean normalised score against the offset; right: ALiBi's bias per head."""
     s = rope_alibi_summary(d_k, base, train_length, num_heads)
     offsets = s["offsets"].numpy()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.4, 3.8))
     ax1.plot(offsets, s["rope_mean"].numpy(), color=OKABE_ITO["vermillion"])
     ax1.axvspan(train_length, offsets[-1], color="grey", alpha=0.15, label="offsets never seen (k > L)")
     ax1.set_ylim(-0.4, 1.05)
@@ -128,11 +128,12 @@ def rope_alibi_figure(d_k: int = 64, base: float = 10000.0, train_length: int = 
     colours = list(OKABE_ITO.values())
     for h in range(num_heads):
         ax2.plot(offsets, s["alibi"][h].numpy(), color=colours[h % len(colours)], lw=1.5,
-                 ls=("-", "--", ":", "-.")[h // len(colours) % 4], label=f"head {h + 1}: slope 2^{math.log2(s['slopes'][h]):.1f}")
+                 ls=("-", "--", ":", "-.")[h // len(colours) % 4],
+                 label=f"head {h + 1}: slope $2^{{{math.log2(s['slopes'][h]):g}}}$")
     ax2.axvline(train_length, color="grey", ls=":", lw=1)
     ax2.set_ylim(-max(8.0, 1.0), 0.5)
-    if num_heads <= 8:
-        ax2.legend(loc="lower left", fontsize=8)
+    if num_heads <= 8:  # beside the axes: inside, every corner is crossed by some head's line
+        ax2.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     label_axes(ax2, "offset i − j (positions)", "bias added to the score", f"ALiBi, H = {num_heads} heads")
     fig.tight_layout()
     return fig
@@ -208,7 +209,7 @@ def extrapolation_figure(result: dict, schemes: tuple[str, ...] = SCHEMES, lengt
     """Per-position accuracy (moving average over ``window`` positions) for the chosen schemes."""
     train_length = result["train_length"]
     length = length or max(result["interpolation"])
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    fig, ax = plt.subplots(figsize=(9.4, 3.8))
     for scheme in schemes:
         s = extrapolation_summary(result, scheme, length)
         colour, style = STYLES[scheme]
@@ -225,7 +226,7 @@ def extrapolation_figure(result: dict, schemes: tuple[str, ...] = SCHEMES, lengt
     ax.set_ylim(0.0, 1.02)
     label_axes(ax, "position t in the sequence", f"accuracy (centred mean over {window} positions)",
                f"Trained at L = {train_length}, evaluated on sequences of length T = {length}")
-    ax.legend(loc="lower left", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the curves, not over them
     fig.tight_layout()
     return fig
 

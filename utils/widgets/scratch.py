@@ -84,7 +84,7 @@ def scratch_figure(q: Matrix, k: Matrix, v: Matrix, step: int = 0) -> plt.Figure
               ("output", "O = PV", output)]
     cmap = plt.get_cmap(SEQUENTIAL_CMAP).copy()
     cmap.set_bad("white")
-    fig, axes = plt.subplots(1, 3, figsize=(9.6, 3.2), gridspec_kw={"width_ratios": [3, 3, 2.4]})
+    fig, axes = plt.subplots(1, 3, figsize=(9.4, 3.4), gridspec_kw={"width_ratios": [3, 3, 2.4]})
     for ax, (stage, title, matrix), filled in zip(axes, panels, current["done"]):
         shown = _partial(matrix, filled)
         ax.imshow(shown, cmap=cmap, vmin=min(0.0, float(np.nanmin(matrix))), vmax=float(np.max(matrix)))
@@ -93,7 +93,7 @@ def scratch_figure(q: Matrix, k: Matrix, v: Matrix, step: int = 0) -> plt.Figure
             for j in range(cols):
                 if not np.isnan(shown[i, j]):
                     ax.text(j, i, f"{shown[i, j]:.2f}", ha="center", va="center", color="white",
-                            fontsize=9, bbox={"facecolor": "black", "alpha": 0.35, "pad": 1, "lw": 0})
+                            fontsize=10, bbox={"facecolor": "black", "alpha": 0.35, "pad": 1, "lw": 0})
         if stage == current["stage"]:
             width = cols if current["col"] is None else 1
             left = -0.5 if current["col"] is None else current["col"] - 0.5
@@ -105,7 +105,7 @@ def scratch_figure(q: Matrix, k: Matrix, v: Matrix, step: int = 0) -> plt.Figure
         ax.set_xlabel("value coordinate c" if stage == "output" else "key j")
         ax.set_ylabel("query i")
         ax.set_title(title)
-    fig.suptitle(f"step {step + 1} of {len(steps)}: {current['stage']}", fontsize=10)
+    fig.suptitle(f"step {step + 1} of {len(steps)}: {current['stage']}")
     fig.tight_layout()
     return fig
 

@@ -42,7 +42,7 @@ def _draw(ax: plt.Axes, tokens: list[str], weights: torch.Tensor, title: str, an
             for j in range(len(tokens)):
                 value = float(weights[i, j])
                 if value >= 0.1:
-                    ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=7,
+                    ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=10,
                             color="black" if value > 0.6 else "white")
     label_axes(ax, "key token (attended to)", "query token (attending)", title)
     return image
@@ -53,7 +53,7 @@ def attention_figure(
 ) -> plt.Figure:
     """Heat map of one head's weights for ``sentence``, with the tokens as labels."""
     tokens, weights = attention_map(sentence, head, temperature, causal)
-    fig, ax = plt.subplots(figsize=(5.6, 5.0))
+    fig, ax = plt.subplots(figsize=(8.0, 7.0))  # room for 14 tokens' weights at 10 pt
     if not tokens:
         ax.set_axis_off()
         ax.set_title("type a sentence and press Calculate Attention")
