@@ -142,14 +142,12 @@ def test_temperature_lowers_entropy():
 @pytest.mark.parametrize("t_new, t_k", [(1, 1), (1, 17), (5, 5), (3, 20)])
 def test_forward_flops_matches_pytorchs_counter(t_new, t_k):
     model = _gpt()
-    for block in model.blocks:
-        block.explicit = True
     cache = model.new_cache(1, t_k)
     with torch.no_grad():
         if t_k > t_new:
             model(torch.zeros(1, t_k - t_new, dtype=torch.long), cache)
         with FlopCounterMode(display=False) as counter:
-            model(torch.zeros(1, t_new, dtype=torch.long), cache)
+            model(torch.zeros(1, t_new, dtype=torch.long), cache, explicit=True)
     assert counter.get_total_flops() == forward_flops(model, t_new, t_k)
     with pytest.raises(ValueError, match="need 1 <= t_new <= t_k"):
         forward_flops(model, 4, 3)
@@ -160,15 +158,13 @@ def test_explicit_and_sdpa_attention_agree():
     tokens = torch.randint(50, (2, 9), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         fused = model(tokens)
-        for block in model.blocks:
-            block.explicit = True
-        explicit = model(tokens)
+        explicit = model(tokens, explicit=True)
     assert_close(explicit, fused, what="chapter 3 attention vs SDPA", kernel="fused")
 
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"d_model": 15, "num_heads": 2}, "divisible by num_heads"),
-    ({"dropout": -0.1}, r"dropout must be in \[0, 1\)"),
+    ({"dropout": -0.1}, r"dropout must be a probability in \[0, 1\)"),
     ({"max_len": 0}, "max_len must be an int >= 1"),
 ])
 def test_gpt_rejects_bad_configuration(kwargs, match):
@@ -182,9 +178,9 @@ def test_gpt_rejects_bad_input():
         model(torch.zeros(4))
     with pytest.raises(ValueError, match="exceed max_len"):
         model(torch.zeros(1, 65, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"tokens must be ids in 0\.\.49 \(vocab_size=50\), got min 0, max 50"):
+    with pytest.raises(ValueError, match=r"tokens holds ids outside 0\.\.49: min 0, max 50"):
         model(torch.tensor([[0, 50]]))
-    with pytest.raises(ValueError, match="tokens must be ids in"):
+    with pytest.raises(ValueError, match="tokens holds ids outside"):
         model(torch.tensor([[-1, 3]]))
     with pytest.raises(ValueError, match="logits contain NaN"):
         next_token(torch.tensor([[0.0, float("nan"), 1.0]]), temperature=1.0)
@@ -255,3 +251,40 @@ def test_top_k_keeps_every_logit_tied_with_the_kth():
     assert drawn == {0, 1, 2}, drawn
     assert {int(next_token(torch.tensor([[3.0, 2.0, 1.0, 0.0]]), 1.0, top_k=2, generator=generator))
             for _ in range(300)} == {0, 1}
+
+
+def test_the_language_model_is_chapter_6s_pre_ln_block_with_chapter_4s_attention():
+    """Issue 26: no third Transformer layer. GPTBlock is chapter 6's EncoderBlock (Pre-LN, GELU) and its attention
+    chapter 4's MultiHeadAttention with the cache in a hook; without a cache a block computes exactly what chapter
+    6's block computes with is_causal=True, given the same weights."""
+    from utils.generation import CachedSelfAttention, GPTBlock
+    from utils.multihead import MultiHeadAttention
+    from utils.transformer_blocks import EncoderBlock
+
+    model = _gpt()
+    block = model.blocks[0]
+    assert isinstance(block, GPTBlock) and isinstance(block, EncoderBlock)
+    assert isinstance(block.self_attn, CachedSelfAttention) and isinstance(block.self_attn, MultiHeadAttention)
+    assert block.norm_first and block.activation == "gelu" and block.self_attn.fused_qkv
+    plain = EncoderBlock(16, 2, 32, "gelu", norm_first=True).eval()
+    plain.self_attn = MultiHeadAttention(16, 2, fused_qkv=True)
+    plain.load_state_dict(block.state_dict())
+    x = torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        for explicit in (False, True):
+            ours = block(x, explicit=explicit)
+            assert_close(ours, plain(x, is_causal=True, need_weights=explicit), what="GPTBlock vs chapter 6's block",
+                         kernel="fused")
+
+
+def test_a_block_keeps_no_cache_between_calls_and_the_cache_fills_per_layer():
+    model = _gpt()
+    cache = model.new_cache(1, 10)
+    with torch.no_grad():
+        model(torch.tensor([[1, 2, 3]]), cache)
+    assert cache.length == 3 and all(block.self_attn.cache is None for block in model.blocks)
+    assert cache.k[:, :, :, :3].abs().sum((1, 2, 3, 4)).gt(0).all(), "every layer wrote its keys"
+    assert cache.k[:, :, :, 3:].abs().sum() == 0
+    model.max_len = 10  # the cache holds 3 of 10 positions
+    with pytest.raises(ValueError, match=r"positions up to 11 exceed max_len=10 \(3 cached \+ 8 new tokens\)"):
+        model(torch.zeros(1, 8, dtype=torch.long), cache)

@@ -199,13 +199,23 @@ def test_decoder_is_causal_and_ignores_source_padding():
     ({"d_model": 0}, "d_model must be an int >= 1"),
     ({"dropout": 1.0}, r"dropout must be a probability in \[0, 1\)"),
     ({"dropout": "0.1"}, r"dropout must be a probability in \[0, 1\), got '0.1'"),
-    ({"num_layers": 1.5}, "num_layers must be an int"),
     ({"pad_id": -1}, r"pad_id must be a token id in 0\.\.93, got -1"),  # a review: accepted, nothing masked
     ({"pad_id": 500}, r"pad_id must be a token id in 0\.\.93, got 500"),
 ])
 def test_model_rejects_bad_configuration(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Transformer(len(VOCAB), **kwargs)
+
+
+def test_a_size_that_is_not_an_int_is_a_type_error_naming_it():
+    """Chapter 12 checks its sizes with chapter 6's check (utils.validate.int_at_least): a float where a count
+    belongs is a TypeError that names the argument and what it got, as in chapter 6's blocks."""
+    with pytest.raises(TypeError, match="num_layers must be an int, got float 1.5"):
+        Transformer(len(VOCAB), num_layers=1.5)
+    with pytest.raises(TypeError, match="warmup must be an int, got float 2.5"):
+        noam_rate(1, 32, 2.5)
+    with pytest.raises(TypeError, match="n must be an int, got str '3'"):
+        date_examples("3", torch.Generator())
 
 
 def test_tied_must_be_a_bool_and_decode_names_its_own_arguments():
@@ -242,7 +252,7 @@ def test_noam_rate():
     assert noam_rate(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
     assert noam_rate(1, 32, 100, use_warmup=False) == noam_rate(100, 32, 100)
     assert noam_rate(400, 32, 100, use_warmup=False) == noam_rate(400, 32, 100)
-    for bad in ({"step": 0}, {"d_model": -1}, {"warmup": 2.5}):
+    for bad in ({"step": 0}, {"d_model": -1}, {"warmup": 0}):
         args = {"step": 1, "d_model": 32, "warmup": 10} | bad
         with pytest.raises(ValueError, match=f"{next(iter(bad))} must be an int >= 1"):
             noam_rate(**args)

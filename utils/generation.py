@@ -12,11 +12,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils import validate
+from utils.attention import causal_mask
 from utils.device import one_thread
 from utils.layernorm import LayerNorm
-from utils.multihead import MultiHeadAttention, merge_heads, split_heads
+from utils.multihead import MultiHeadAttention
 from utils.positional import sinusoidal_encoding
-from utils.transformer_blocks import FeedForward
+from utils.transformer_blocks import EncoderBlock
 
 WORD = re.compile(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[.,;:()?!-]|\n")
 
@@ -121,44 +123,49 @@ class KVCache:
         return self.k.untyped_storage().nbytes() + self.v.untyped_storage().nbytes()
 
 
-def causal_self_attention(
-    mha: MultiHeadAttention, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0, explicit: bool = False
-) -> torch.Tensor:
-    """Causal self-attention with chapter 4's projections, over the cached positions plus the new ones.
+class CachedSelfAttention(MultiHeadAttention):
+    """Chapter 4's attention, causal, with a KV cache in its ``extend_kv`` hook and one fused W_QKV (GPT-2).
 
-    x (B, T_new, d). Query i of the new block sits at position T_past + i, so it may attend to keys
-    0 .. T_past + i: the causal mask is aligned at the BOTTOM-RIGHT corner of the (T_new, T_k) score
-    matrix. ``explicit`` uses chapter 3's attention (matrix products a FLOP counter sees) instead of SDPA.
+    With ``cache`` set (GPTBlock sets it for a call), the new keys and values (B, h, T_new, d_k) are written
+    after the cached ones, and the T_new queries attend to all T_k = T_past + T_new keys. Query i of the new
+    block is token T_past + i, so it may see keys 0 .. T_past + i: the causal mask is aligned at the
+    BOTTOM-RIGHT corner of the (T_new, T_k) scores (section 8.3), given as ``score_bias``.
     """
-    q, k, v = mha.project_qkv(x, x, x)  # (B, T_new, d) each
-    q, k, v = (split_heads(t, mha.num_heads) for t in (q, k, v))  # (B, h, T_new, d_k) each
-    if cache is not None:
-        k, v = cache.update(layer, k, v)  # (B, h, T_k = T_past + T_new, d_k)
-    t_q, t_k = q.size(-2), k.size(-2)
-    allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=x.device).tril(diagonal=t_k - t_q)  # (T_new, T_k)
-    if explicit:
-        from utils.attention import scaled_dot_product_attention
 
-        out, _ = scaled_dot_product_attention(q, k, v, mask=allowed)  # (B, h, T_new, d_k)
-    else:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, h, T_new, d_k)
-    return mha.out_proj(merge_heads(out))  # (B, T_new, d)
+    cache: KVCache | None = None
+    layer = 0  # which of the cache's layers is this block's
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__(d_model, num_heads, dropout, bias, fused_qkv=True)
+
+    def extend_kv(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (k, v) if self.cache is None else self.cache.update(self.layer, k, v)  # (B, h, T_k, d_k) each
+
+    def score_bias(self, t_q: int, t_k: int) -> torch.Tensor:
+        weight = self.out_proj.weight
+        allowed = causal_mask(t_q, t_k, device=weight.device, align="bottom_right")  # (T_new, T_k)
+        return torch.zeros(t_q, t_k, dtype=weight.dtype, device=weight.device).masked_fill(~allowed, float("-inf"))
 
 
-class GPTBlock(nn.Module):
-    """Pre-LN decoder block (GPT-2): x + Attn(LN(x)), then x + FFN(LN(x)); GELU; fused QKV."""
+class GPTBlock(EncoderBlock):
+    """Chapter 6's Pre-LN block as GPT-2 uses it: x + Attn(LN(x)), then x + FFN(LN(x)); GELU; dropout on the
+    residual branches only; the attention is causal and may continue a KV cache."""
+
+    attention_kind = CachedSelfAttention
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float) -> None:
-        super().__init__()
-        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, num_heads, fused_qkv=True)
-        self.ffn = FeedForward(d_model, d_ff, "gelu")
-        self.dropout = nn.Dropout(dropout)
-        self.explicit = False  # True: chapter 3's attention, for counting FLOPs
+        super().__init__(d_model, num_heads, d_ff, "gelu", norm_first=True, dropout=dropout,
+                         attention_dropout=0.0, activation_dropout=0.0)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
-        x = x + self.dropout(causal_self_attention(self.attn, self.norm1(x), cache, layer, self.explicit))
-        return x + self.dropout(self.ffn(self.norm2(x)))
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0,
+                explicit: bool = False) -> torch.Tensor:
+        """x (B, T_new, d) -> (B, T_new, d), continuing ``cache`` (its layer ``layer``) when one is given.
+        ``explicit``: chapter 3's attention (matrix products a FLOP counter sees) instead of SDPA."""
+        self.self_attn.cache, self.self_attn.layer = cache, layer
+        try:
+            return super().forward(x, need_weights=explicit)
+        finally:
+            self.self_attn.cache = None  # the block holds no cache between calls
 
 
 class GPT(nn.Module):
@@ -167,14 +174,7 @@ class GPT(nn.Module):
     def __init__(self, vocab_size: int, d_model: int = 64, num_heads: int = 4, d_ff: int = 256,
                  num_layers: int = 2, max_len: int = 512, dropout: float = 0.1) -> None:
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("num_heads", num_heads),
-                            ("d_ff", d_ff), ("num_layers", num_layers), ("max_len", max_len)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if d_model % num_heads or d_model % 2:
-            raise ValueError(f"d_model={d_model} must be even and divisible by num_heads={num_heads}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        validate.model_config(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout)
         self.vocab_size, self.d_model, self.num_heads, self.num_layers = vocab_size, d_model, num_heads, num_layers
         self.d_ff, self.max_len = d_ff, max_len
         self.embed = nn.Embedding(vocab_size, d_model)
@@ -190,21 +190,15 @@ class GPT(nn.Module):
         return KVCache(self.num_layers, batch, self.num_heads, max_len or self.max_len,
                        self.d_model // self.num_heads, weight.device, weight.dtype)
 
-    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None, explicit: bool = False) -> torch.Tensor:
         """tokens (B, T_new) -> next-token logits (B, T_new, V). With a cache, the tokens continue the
-        cached sequence (positions length .. length + T_new - 1) and the cache is extended."""
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
-            raise ValueError(f"tokens must be a 2-D int64 tensor (batch, length), got "
-                             f"{getattr(tokens, 'shape', type(tokens).__name__)}")
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
-            raise ValueError(f"tokens must be ids in 0..{self.vocab_size - 1} (vocab_size={self.vocab_size}), got "
-                             f"min {int(tokens.min())}, max {int(tokens.max())}")
+        cached sequence (positions length .. length + T_new - 1) and the cache is extended. ``explicit``:
+        chapter 3's attention in every block, for a FLOP counter."""
         start = 0 if cache is None else cache.length
-        if start + tokens.size(1) > self.max_len:
-            raise ValueError(f"positions up to {start + tokens.size(1)} exceed max_len={self.max_len}")
+        validate.lm_tokens(tokens, self.vocab_size, start, self.max_len)
         x = self.dropout(self.embed(tokens) * math.sqrt(self.d_model) + self.pe[start : start + tokens.size(1)])
         for i, block in enumerate(self.blocks):
-            x = block(x, cache, i)
+            x = block(x, cache, i, explicit)  # (B, T_new, d)
         if cache is not None:
             cache.length += tokens.size(1)
         return self.norm(x) @ self.embed.weight.T  # (B, T_new, V): tied output projection

@@ -89,8 +89,10 @@ class MultiHeadAttention(nn.Module):
       weights; ``weights`` is None.
 
     A query that may attend to no key gets a zero attention output on both paths (``nn.MultiheadAttention``
-    returns NaN there). Two hooks let a subclass handle positions (chapter 5): ``rotate(q, k)`` may turn
-    the queries and keys (RoPE), ``score_bias(t_q, t_k)`` may return a bias added to the scores (ALiBi).
+    returns NaN there). Three hooks let a subclass change what is attended: ``rotate(q, k)`` may turn
+    the queries and keys (chapter 5's RoPE), ``extend_kv(k, v)`` may put stored keys and values before
+    the new ones (chapter 12's KV cache), ``score_bias(t_q, t_k)`` may return a bias added to the scores
+    (chapter 5's ALiBi).
     Every argument is checked by ``utils.validate``.
     """
 
@@ -141,6 +143,7 @@ class MultiHeadAttention(nn.Module):
 
         q, k, v = (split_heads(t, self.num_heads) for t in self.project_qkv(query, key, value))  # (B, h, T, d_k)
         q, k = self.rotate(q, k)  # (B, h, T, d_k): unchanged here; chapter 5's RoPE turns them
+        k, v = self.extend_kv(k, v)  # (B, h, T_k, d_k): unchanged here; chapter 12's cache adds the past
         mask = with_bias(mask, self.score_bias(q.size(-2), k.size(-2)))  # None here; chapter 5's ALiBi
         p_drop = self.dropout if self.training else 0.0
         if need_weights:  # the teaching path: chapter 3's attention builds the weights and returns them
@@ -171,6 +174,10 @@ class MultiHeadAttention(nn.Module):
     def rotate(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A hook on the heads' queries and keys (B, h, T, d_k): none here."""
         return q, k
+
+    def extend_kv(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A hook on the heads' keys and values (B, h, T, d_k): none here."""
+        return k, v
 
     def score_bias(self, t_q: int, t_k: int) -> torch.Tensor | None:
         """A hook: a bias added to the (T_q, T_k) scores of every head, broadcasting to (B, h, T_q, T_k); none here."""

@@ -19,22 +19,6 @@ from utils.positional import sinusoidal_encoding
 from utils.transformer_blocks import DecoderBlock, EncoderBlock, greedy_decode  # chapter 6's layers and loop
 
 
-def _check_int(name: str, value: object, low: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
-def _check_memory(memory: object, src_allowed: object, batch: int, d_model: int) -> None:
-    """decode's memory and src_allowed are what encode returned for a batch of ``batch`` sources."""
-    if not isinstance(memory, torch.Tensor) or memory.dim() != 3 or memory.shape[0] != batch or memory.shape[2] != d_model:
-        raise ValueError(f"memory must be encode's (B, T_src, d_model) = ({batch}, T_src, {d_model}) for tgt_in's batch "
-                         f"of {batch}, got {validate.describe(memory)}")
-    expected = (batch, 1, 1, memory.shape[1])
-    if not isinstance(src_allowed, torch.Tensor) or src_allowed.dtype != torch.bool or tuple(src_allowed.shape) != expected:
-        raise ValueError(f"src_allowed must be encode's boolean mask of shape (B, 1, 1, T_src) = {expected}, "
-                         f"got {validate.describe(src_allowed)}")
-
-
 class Transformer(nn.Module):
     """The encoder-decoder Transformer of Vaswani et al. (2017), Post-LN, with the paper's dropout.
 
@@ -56,15 +40,9 @@ class Transformer(nn.Module):
         pad_id: int = 0,
     ) -> None:
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("num_heads", num_heads),
-                            ("d_ff", d_ff), ("num_layers", num_layers), ("max_len", max_len)):
-            _check_int(name, value)
-        if d_model % num_heads or d_model % 2:
-            raise ValueError(f"d_model={d_model} must be even and divisible by num_heads={num_heads}")
-        validate.probability("dropout", dropout)
+        validate.model_config(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout)
         validate.flag("tied", tied)  # "no" would be truthy: a silently tied model
-        if isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < vocab_size:
-            raise ValueError(f"pad_id must be a token id in 0..{vocab_size - 1}, got {pad_id!r}")  # else nothing is masked
+        validate.single_token_id("pad_id", pad_id, vocab_size)  # else nothing would be masked
         self.vocab_size, self.d_model, self.tied, self.pad_id = vocab_size, d_model, tied, pad_id
         self.src_embed = nn.Embedding(vocab_size, d_model)
         self.tgt_embed = self.src_embed if tied else nn.Embedding(vocab_size, d_model)
@@ -100,7 +78,7 @@ class Transformer(nn.Module):
         """tgt_in (B, T_tgt) -> logits (B, T_tgt, V); with ``need_weights`` also each layer's
         cross-attention weights, averaged over heads, (B, T_tgt, T_src)."""
         validate.token_ids("tgt_in", tgt_in, self.vocab_size)
-        _check_memory(memory, src_allowed, batch=tgt_in.size(0), d_model=self.d_model)
+        validate.encoded_source(memory, src_allowed, batch=tgt_in.size(0), d_model=self.d_model)
         y = self.embed(tgt_in, self.tgt_embed)
         for layer in self.decoder:
             y = layer(y, memory, memory_allowed=src_allowed, is_causal=True, need_weights=need_weights)
@@ -274,7 +252,7 @@ def date_examples(
     n: int, generator: torch.Generator, split: str = "train", device: torch.device | str | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``n`` random (date, format) examples from ``split``, encoded as in ``encode_pairs``."""
-    _check_int("n", n)
+    validate.int_at_least("n", n)
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     pool = split_dates(split)
@@ -328,7 +306,7 @@ def noam_rate(step: int, d_model: int, warmup: int, use_warmup: bool = True) -> 
     ``use_warmup=False`` keeps the peak and the decay but skips the ramp: d^-0.5 * max(step, warmup)^-0.5.
     """
     for name, value in (("step", step), ("d_model", d_model), ("warmup", warmup)):
-        _check_int(name, value)
+        validate.int_at_least(name, value)
     if not use_warmup:
         return d_model**-0.5 * max(step, warmup) ** -0.5
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
@@ -339,7 +317,7 @@ def training_batches(
 ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """The training examples of a run with this ``seed``: ``steps`` batches of ``batch`` fresh examples
     from the training dates, drawn from a generator seeded with ``seed`` (not the global one)."""
-    _check_int("steps", steps)
+    validate.int_at_least("steps", steps)
     data = torch.Generator().manual_seed(seed)
     return [date_examples(batch, data, "train", device) for _ in range(steps)]
 
@@ -370,8 +348,8 @@ def train_translator(
     Returns the model (in eval mode), the history {"loss", "lr"} per step, and copies of the weights
     after each step listed in ``snapshot_at`` (counted from 1).
     """
-    _check_int("steps", steps)
-    _check_int("batch", batch)
+    validate.int_at_least("steps", steps)
+    validate.int_at_least("batch", batch)
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
     if batches is None:
@@ -409,7 +387,7 @@ def corpus_bleu(hypotheses: list[list[int]], references: list[list[int]], max_n:
     100 times this): the geometric mean of the clipped n-gram precisions for n = 1..``max_n``, pooled
     over the corpus, times the brevity penalty exp(1 - r / c) when the hypotheses' total length c is at
     most the references' r. No smoothing: a corpus with no matching ``max_n``-gram scores 0."""
-    _check_int("max_n", max_n)
+    validate.int_at_least("max_n", max_n)
     if not isinstance(hypotheses, (list, tuple)) or not isinstance(references, (list, tuple)):
         raise TypeError("hypotheses and references must be lists of token lists")
     if len(hypotheses) != len(references) or not hypotheses:
@@ -450,7 +428,7 @@ def smoothing_optimum(epsilon: float, classes: int) -> float:
     whose target is certain: q_y = 1 - epsilon + epsilon / classes."""
     if not 0.0 <= epsilon < 1.0:
         raise ValueError(f"epsilon must be in [0, 1), got {epsilon}")
-    _check_int("classes", classes, low=2)
+    validate.int_at_least("classes", classes, 2)
     return 1.0 - epsilon + epsilon / classes
 
 
@@ -459,7 +437,7 @@ AVERAGE_LAST, AVERAGE_EVERY = 5, 10  # checkpoint averaging: the last 5 checkpoi
 
 def averaged_steps(main_steps: int) -> tuple[int, ...]:
     """The steps whose checkpoints are averaged: the last AVERAGE_LAST, AVERAGE_EVERY apart, ending at main_steps."""
-    _check_int("main_steps", main_steps, low=AVERAGE_EVERY * (AVERAGE_LAST - 1) + 1)
+    validate.int_at_least("main_steps", main_steps, AVERAGE_EVERY * (AVERAGE_LAST - 1) + 1)
     return tuple(main_steps - AVERAGE_EVERY * i for i in reversed(range(AVERAGE_LAST)))
 
 
@@ -532,9 +510,9 @@ def recipe_ablation(
     unknown = [arm for arm in arms if arm not in ABLATIONS]
     if unknown:
         raise ValueError(f"unknown arms {unknown}; choose from {list(ABLATIONS)}")
-    _check_int("steps", steps)
+    validate.int_at_least("steps", steps)
     if main_steps is not None:
-        _check_int("main_steps", main_steps, low=steps)
+        validate.int_at_least("main_steps", main_steps, steps)
     data = held_out_set(test_size, device)
     batches = training_batches(seed, max(steps, main_steps or steps), device=device)
     results = {}
@@ -622,8 +600,8 @@ def beam_search(
     ``beam_size=1`` is then greedy decoding over the other tokens: chapter 6's greedy_decode takes the
     argmax over every id, so the two differ only where PAD or BOS is a model's most probable token.
     """
-    _check_int("beam_size", beam_size)
-    _check_int("max_len", max_len)
+    validate.int_at_least("beam_size", beam_size)
+    validate.int_at_least("max_len", max_len)
     if not isinstance(alpha, (int, float)) or alpha < 0:
         raise ValueError(f"alpha must be a number >= 0, got {alpha!r}")
     batch, k, device = src.size(0), beam_size, src.device

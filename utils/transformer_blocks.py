@@ -116,6 +116,7 @@ class _Block(nn.Module):
     n_norms = 0
     torch_kind: type = nn.Module  # the PyTorch layer the block equals
     attention_names: tuple[tuple[str, str], ...] = ()  # (the block's attention module, the PyTorch layer's)
+    attention_kind: type = MultiHeadAttention  # chapter 4's; a subclass may bring a hook (chapter 12's cache)
 
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, activation: str = "relu", norm_first: bool = False,
@@ -135,7 +136,7 @@ class _Block(nn.Module):
             setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
             setattr(self, f"dropout{i}", nn.Dropout(dropout))  # residual dropout
         for name, _ in self.attention_names:  # self_attn (and the decoder's cross_attn)
-            setattr(self, name, MultiHeadAttention(d_model, n_heads, dropout=attention_dropout, bias=bias))
+            setattr(self, name, self.attention_kind(d_model, n_heads, dropout=attention_dropout, bias=bias))
 
     @staticmethod
     def _config_of(layer: nn.Module) -> dict:

@@ -321,3 +321,40 @@ def token_ids(name: str, tokens: object, vocab_size: int | None = None) -> None:
     if tokens.numel() and (tokens.min() < 0 or (vocab_size is not None and tokens.max() >= vocab_size)):
         raise ValueError(f"{name} holds ids outside 0..{vocab_size - 1 if vocab_size else '...'}: "
                          f"min {int(tokens.min())}, max {int(tokens.max())}")
+
+
+def model_config(vocab_size: object, d_model: object, num_heads: object, d_ff: object, num_layers: object,
+                 max_len: object, dropout: object) -> None:
+    """A whole model's sizes (chapter 12's translator and language model): ints >= 1, d_model even (the
+    sinusoids come in sin/cos pairs) and divisible by num_heads, dropout a probability."""
+    for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("num_heads", num_heads),
+                        ("d_ff", d_ff), ("num_layers", num_layers), ("max_len", max_len)):
+        int_at_least(name, value)
+    if d_model % num_heads or d_model % 2:
+        raise ValueError(f"d_model={d_model} must be even and divisible by num_heads={num_heads}")
+    probability("dropout", dropout)
+
+
+def single_token_id(name: str, value: object, vocab_size: int) -> None:
+    """``value`` is one token id, an int in 0 .. vocab_size - 1 (e.g. the padding id)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+        raise ValueError(f"{name} must be a token id in 0..{vocab_size - 1}, got {value!r}")
+
+
+def encoded_source(memory: object, src_allowed: object, batch: int, d_model: int) -> None:
+    """A decoder's ``memory`` and ``src_allowed`` are what the encoder returned for a batch of ``batch`` sources."""
+    if not isinstance(memory, torch.Tensor) or memory.dim() != 3 or memory.shape[0] != batch or memory.shape[2] != d_model:
+        raise ValueError(f"memory must be encode's (B, T_src, d_model) = ({batch}, T_src, {d_model}) for tgt_in's batch "
+                         f"of {batch}, got {describe(memory)}")
+    expected = (batch, 1, 1, memory.shape[1])
+    if not isinstance(src_allowed, torch.Tensor) or src_allowed.dtype != torch.bool or tuple(src_allowed.shape) != expected:
+        raise ValueError(f"src_allowed must be encode's boolean mask of shape (B, 1, 1, T_src) = {expected}, "
+                         f"got {describe(src_allowed)}")
+
+
+def lm_tokens(tokens: object, vocab_size: int, start: int, max_len: int) -> None:
+    """A language model's input: (B, T_new) token ids that, from position ``start``, fit in ``max_len``."""
+    token_ids("tokens", tokens, vocab_size)
+    if start + tokens.size(1) > max_len:
+        raise ValueError(f"positions up to {start + tokens.size(1)} exceed max_len={max_len} "
+                         f"({start} cached + {tokens.size(1)} new tokens)")
