@@ -75,23 +75,12 @@ def test_each_concept_is_implemented_once_in_the_library():
 # Pairs of places in utils/ that share six or more lines (or lines of the same shape) and are not a second
 # implementation of one concept, each as {(file, innermost def), (file, innermost def)} with the reason.
 SAME_SHAPE_ALLOWED = {
-    frozenset({("efficient_attention.py", "tiled_attention_forward"),
-               ("efficient_attention.py", "tiled_attention_backward")}): "a forward and its backward: same arguments",
     frozenset({("flash_attention.py", "_flash_forward_kernel"),
                ("flash_attention.py", "_flash_dkdv_kernel")}): "the Triton kernels' forward and backward loops",
-    frozenset({("efficient_attention.py", "TiledAttention.forward"),
-               ("flash_attention.py", "FlashAttention.forward")}): "two autograd Functions' forward/backward wrappers",
-    frozenset({("widgets/positional.py", "positional_figure"),
-               ("widgets/scaling.py", "saturation_figure")}): "two widgets' figure tails (tight_layout, return)",
-    frozenset({("widgets/positional.py", "_readout"),
-               ("widgets/rnn_gradients.py", "_readout")}): "two widgets' slider panels, of other quantities",
     frozenset({("transformer.py", "Transformer.__init__"),
                ("transformer.py", "train_translator")}): "a model's and its trainer's keyword lists",
     frozenset({("transformer_blocks.py", "FeedForward.__init__"),
                ("transformer_blocks.py", "GatedFeedForward.__init__")}): "two FFNs' layers (two and three matrices)",
-    frozenset({("efficient_attention.py", "tiled_attention"),
-               ("flash_attention.py", "flash_attention")}): "two attention entry points' argument lists (q, k, v, "
-                                                             "is_causal, scale, tiles): tiled in PyTorch, fused in Triton",
 }
 
 

@@ -7,6 +7,7 @@ the fallback (a clear error, the chapter's cells skipping) is tested instead.
 """
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -219,15 +220,16 @@ def _error(exc_type, match, *args, **kwargs):
 def test_input_errors_name_the_argument_what_it_got_and_what_it_needs():
     q = torch.randn(1, 2, 8, 16, device=DEVICE)
     _error(TypeError, "k must be a torch.Tensor, got list", q, [[1.0]], q)
-    _error(ValueError, "v must have at least 2 dimensions", q, q, torch.randn(16, device=DEVICE))
-    _error(TypeError, "q must be float32, float16 or bfloat16, got torch.float64", q.double(), q, q)
-    _error(TypeError, "q must be float32, float16 or bfloat16, got torch.int64", q.long(), q, q)
-    _error(TypeError, "share one dtype", q, q.half(), q)
+    _error(ValueError, r"v must have shape \(\.\.\., N, d\) with at least 2 axes, got \(16,\)", q, q, torch.randn(16, device=DEVICE))
+    _error(TypeError, "q must be float32, float16 or bfloat16, got torch.float64", q.double(), q.double(), q.double())
+    _error(TypeError, "q must be a floating-point tensor, got dtype torch.int64", q.long(), q, q)
+    _error(TypeError, "q, k and v must have one dtype", q, q.half(), q)
     _error(ValueError, r"head\) dimension must be 1..128, got 129", *(torch.randn(1, 8, 129, device=DEVICE),) * 3)
     _error(ValueError, r"head\) dimension must be 1..128, got 0", *(torch.randn(1, 8, 0, device=DEVICE),) * 3)
     _error(ValueError, "same leading", q, torch.randn(2, 2, 8, 16, device=DEVICE), torch.randn(2, 2, 8, 16, device=DEVICE))
-    _error(ValueError, "k's head dimension must equal q's", q, torch.randn(1, 2, 8, 32, device=DEVICE), q)
-    _error(ValueError, r"v must have as many rows as k \(8 keys\), got 7", q, q, torch.randn(1, 2, 7, 16, device=DEVICE))
+    _error(ValueError, "q and k must have the same width d", q, torch.randn(1, 2, 8, 32, device=DEVICE), q)
+    _error(ValueError, r"k and v must have the same length N_k, got k \(1, 2, 8, 16\) and v \(1, 2, 7, 16\)", q, q,
+           torch.randn(1, 2, 7, 16, device=DEVICE))
     _error(TypeError, "is_causal must be True or False, got 1", q, q, q, is_causal=1)
     _error(ValueError, "scale must be a finite number", q, q, q, scale=float("nan"))
     _error(ValueError, "scale must be a finite number", q, q, q, scale="0.1")
@@ -331,3 +333,20 @@ def test_without_triton_the_module_says_what_is_missing_and_the_chapter_skips_it
         print("ok", text.count("Triton is not installed"))
     """)
     assert result.returncode == 0 and result.stdout.startswith("ok"), (result.stdout[-1000:], result.stderr[-3000:])
+
+
+@needs_triton
+def test_the_fused_and_the_tiled_attention_refuse_a_bad_call_alike():
+    """One check of an attention call, chapter 8's: chapter 11 adds only what its kernels need."""
+    from utils.efficient_attention import tiled_attention
+
+    q = torch.randn(1, 2, 8, 16, device=DEVICE)
+    bad = [((q, [[1.0]], q), {}), ((q, q, torch.randn(16, device=DEVICE)), {}),
+           ((q, torch.randn(2, 2, 8, 16, device=DEVICE), q), {}), ((q, torch.randn(1, 2, 8, 32, device=DEVICE), q), {}),
+           ((q, q, torch.randn(1, 2, 7, 16, device=DEVICE)), {}), ((q, q.half(), q), {}),
+           ((q, q, q), {"is_causal": 1}), ((q, q, q), {"scale": float("inf")})]
+    for args, kwargs in bad:
+        with pytest.raises((TypeError, ValueError)) as tiled:
+            tiled_attention(*args, **kwargs)
+        with pytest.raises(type(tiled.value), match=re.escape(str(tiled.value))):
+            fa.flash_attention(*args, **kwargs)

@@ -248,14 +248,20 @@ def _mask_future(tile: torch.Tensor, i0: int, j0: int) -> None:
     tile.masked_fill_(cols > rows, float("-inf"))
 
 
+def _score_tile(buffer: torch.Tensor, q_i: torch.Tensor, k_t: torch.Tensor, i0: int, j0: int, j1: int,
+                is_causal: bool) -> torch.Tensor:
+    """The tile S = q_i k_jᵀ of keys j0..j1 (q_i carries the scale), written into ``buffer``'s memory, with
+    future keys at -inf under ``is_causal``. The backward rebuilds each tile by this very function."""
+    s = buffer[:, : q_i.size(1), : j1 - j0]  # (G, bq, bk)
+    torch.matmul(q_i, k_t[:, :, j0:j1], out=s)
+    if is_causal and j1 - 1 > i0:  # only tiles that cross the diagonal hold future keys
+        _mask_future(s, i0, j0)
+    return s
+
+
 def tiled_attention_forward(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    scale: float,
-    is_causal: bool = False,
-    block_q: int = 512,
-    block_k: int = 512,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, is_causal: bool = False,
+    block_q: int = 512, block_k: int = 512,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention by query and key tiles with the online softmax.
 
@@ -278,10 +284,7 @@ def tiled_attention_forward(
         j_end = min(n_k, i1) if is_causal else n_k
         for j0 in range(0, j_end, block_k):
             j1 = min(j0 + block_k, j_end)
-            s = tile_buffer[:, : i1 - i0, : j1 - j0]  # (G, bq, bk)
-            torch.matmul(q_i, k_t[:, :, j0:j1], out=s)
-            if is_causal and j1 - 1 > i0:
-                _mask_future(s, i0, j0)
+            s = _score_tile(tile_buffer, q_i, k_t, i0, j0, j1, is_causal)  # (G, bq, bk)
             m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
             shift = _safe_shift(m_new)  # 0 while a row has seen only -inf
             alpha = torch.exp(m - shift)  # rescales what was accumulated under the old maximum
@@ -295,16 +298,8 @@ def tiled_attention_forward(
 
 
 def tiled_attention_backward(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    grad_out: torch.Tensor,
-    scale: float,
-    is_causal: bool = False,
-    block_q: int = 512,
-    block_k: int = 512,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, grad_out: torch.Tensor,
+    scale: float, is_causal: bool = False, block_q: int = 512, block_k: int = 512,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients (dq, dk, dv) of tiled attention, recomputing each tile of weights from q, k, lse."""
     g, n_q, _ = q.shape
@@ -324,10 +319,7 @@ def tiled_attention_backward(
         j_end = min(n_k, i1) if is_causal else n_k
         for j0 in range(0, j_end, block_k):
             j1 = min(j0 + block_k, j_end)
-            p = p_buffer[:, : i1 - i0, : j1 - j0]  # (G, bq, bk)
-            torch.matmul(q_i, k_t[:, :, j0:j1], out=p)
-            if is_causal and j1 - 1 > i0:
-                _mask_future(p, i0, j0)
+            p = _score_tile(p_buffer, q_i, k_t, i0, j0, j1, is_causal)  # (G, bq, bk): the forward's scores
             p.sub_(lse[:, i0:i1]).exp_()  # the weights P, recomputed
             dv[:, j0:j1].baddbmm_(p.transpose(-2, -1), do_i)  # dV += Pᵀ dO
             dp = dp_buffer[:, : i1 - i0, : j1 - j0]  # (G, bq, bk)
@@ -356,8 +348,9 @@ class TiledAttention(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None
 
 
-def _check_attention_inputs(q: object, k: object, v: object) -> None:
-    """Raise a clear error unless q, k, v can be paired row by row as SDPA would pair them."""
+def _check_attention_call(q: object, k: object, v: object, is_causal: object, scale: object) -> float:
+    """Raise a clear error unless q, k, v can be paired row by row as SDPA would pair them, is_causal is a
+    bool and scale a finite number or None; return the scale (None: 1/sqrt(d_k)). Chapter 11 checks with it too."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -378,6 +371,21 @@ def _check_attention_inputs(q: object, k: object, v: object) -> None:
         raise TypeError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    validate.flag("is_causal", is_causal)
+    return validate.attention_scale(scale, q.size(-1))
+
+
+def _flattening_groups(attention: Callable[..., torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       *args: object) -> torch.Tensor:
+    """``attention(q3, k3, v3, *args)`` on q, k, v with their leading (batch, head) dimensions flattened into
+    one, G; the output gets them back. Chapter 11's fused attention is called the same way."""
+    lead = q.shape[:-2]
+    groups = math.prod(lead)
+    q3 = q.reshape(groups, *q.shape[-2:])  # (G, N_q, d): batch and heads flattened
+    k3 = k.reshape(groups, *k.shape[-2:])  # (G, N_k, d)
+    v3 = v.reshape(groups, *v.shape[-2:])  # (G, N_k, d_v)
+    out = attention(q3, k3, v3, *args)  # (G, N_q, d_v)
+    return out.reshape(*lead, *out.shape[-2:])  # (..., N_q, d_v)
 
 
 def tiled_attention(
@@ -396,18 +404,10 @@ def tiled_attention(
     broadcast); ``is_causal`` masks future keys (top-left aligned). With N_k = 0 the output is
     zeros, as SDPA's.
     """
-    _check_attention_inputs(q, k, v)
+    scale = _check_attention_call(q, k, v, is_causal, scale)  # None: 1/sqrt(d_k)
     _positive_int("block_q", block_q)
     _positive_int("block_k", block_k)
-    validate.flag("is_causal", is_causal)
-    scale = validate.attention_scale(scale, q.size(-1))  # None: 1/sqrt(d_k)
-    lead = q.shape[:-2]
-    groups = math.prod(lead)
-    q3 = q.reshape(groups, *q.shape[-2:])  # (G, N_q, d): batch and heads flattened
-    k3 = k.reshape(groups, *k.shape[-2:])  # (G, N_k, d)
-    v3 = v.reshape(groups, *v.shape[-2:])  # (G, N_k, d_v)
-    out = TiledAttention.apply(q3, k3, v3, float(scale), is_causal, block_q, block_k)
-    return out.reshape(*lead, *out.shape[-2:])  # (..., N_q, d_v)
+    return _flattening_groups(TiledAttention.apply, q, k, v, float(scale), is_causal, block_q, block_k)
 
 
 TILED_CASES: tuple[tuple[tuple[int, ...], bool, int, int], ...] = (

@@ -5,7 +5,6 @@ regenerate. A test fails when this file and the notebook disagree.
 """
 
 import contextlib
-import math
 import os
 from collections import Counter
 
@@ -55,8 +54,9 @@ _NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_st
               "lift_fresh"}
 
 
-from utils import validate  # noqa: E402
-from utils.efficient_attention import _tensors  # noqa: E402 (chapter 8's helper, after Triton's set-up)
+# Chapter 8's helpers (imported after Triton's set-up): the tensors in a call's arguments, the checks of an
+# attention call, and the flattening of (batch, head) dimensions around an attention on (G, N, d) tensors.
+from utils.efficient_attention import _check_attention_call, _flattening_groups, _tensors  # noqa: E402
 
 
 class KernelCounter(TorchDispatchMode):
@@ -432,6 +432,7 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, scale: float, is_causal: bool, blocks, autotune: bool):
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernels read rows at stride d: row-major
         g, n_q, n_k = q.size(0), q.size(1), k.size(1)
         if g == 0 or n_q == 0 or n_k == 0:  # nothing to compute, or nothing to attend to: zeros, as SDPA
             out = q.new_zeros(g, n_q, v.size(-1))
@@ -472,14 +473,22 @@ def _check_blocks(blocks) -> dict | None:
     return blocks
 
 
+def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """What the kernels add to chapter 8's checks: a dtype they compute in, widths 1..128, and CUDA tensors
+    unless the interpreter runs them."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"{name} must be float32, float16 or bfloat16, got {t.dtype}")
+        if not 1 <= t.size(-1) <= MAX_HEAD_DIM:
+            raise ValueError(f"{name}'s last (head) dimension must be 1..{MAX_HEAD_DIM}, got {t.size(-1)}")
+    if not INTERPRETED and q.device.type != "cuda":
+        raise ValueError(f"compiled Triton kernels need CUDA tensors, got q on {q.device}; to run on the CPU "
+                         "set TRITON_INTERPRET=1 before importing utils.flash_attention")
+
+
 def flash_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    is_causal: bool = False,
-    scale: float | None = None,
-    blocks: dict[str, tuple[int, int]] | None = None,
-    autotune: bool = False,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, scale: float | None = None,
+    blocks: dict[str, tuple[int, int]] | None = None, autotune: bool = False,
 ) -> torch.Tensor:
     """softmax(q kᵀ · scale) v by fused Triton kernels, forward and backward, never storing the weights.
 
@@ -491,41 +500,12 @@ def flash_attention(
     """
     if not TRITON_AVAILABLE:
         raise RuntimeError("flash_attention needs Triton (pip install triton; Linux only), which is not installed")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., N, d), got shape {tuple(t.shape)}")
-        if t.dtype not in SUPPORTED_DTYPES:
-            raise TypeError(f"{name} must be float32, float16 or bfloat16, got {t.dtype}")
-        if not 1 <= t.size(-1) <= MAX_HEAD_DIM:
-            raise ValueError(f"{name}'s last (head) dimension must be 1..{MAX_HEAD_DIM}, got {t.size(-1)}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
-    if not INTERPRETED and q.device.type != "cuda":
-        raise ValueError(f"compiled Triton kernels need CUDA tensors, got q on {q.device}; to run on the CPU "
-                         "set TRITON_INTERPRET=1 before importing utils.flash_attention")
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        raise ValueError("q, k and v must have the same leading (batch, head) dimensions, got "
-                         f"{tuple(q.shape[:-2])}, {tuple(k.shape[:-2])}, {tuple(v.shape[:-2])}")
-    if k.size(-1) != q.size(-1):
-        raise ValueError(f"k's head dimension must equal q's ({q.size(-1)}), got {k.size(-1)}")
-    if v.size(-2) != k.size(-2):
-        raise ValueError(f"v must have as many rows as k ({k.size(-2)} keys), got {v.size(-2)}")
-    validate.flag("is_causal", is_causal)
-    scale = validate.attention_scale(scale, q.size(-1))  # None: 1/sqrt(d_k)
+    scale = _check_attention_call(q, k, v, is_causal, scale)  # chapter 8's checks; None: 1/sqrt(d_k)
+    _check_kernel_inputs(q, k, v)
     blocks = _check_blocks(blocks)
     if not isinstance(autotune, bool):
         raise TypeError(f"autotune must be a bool, got {type(autotune).__name__}")
-    lead = q.shape[:-2]
-    g = math.prod(lead)
-    q3 = q.reshape(g, *q.shape[-2:]).contiguous()  # (G, N_q, d): batch and heads flattened, row-major
-    k3 = k.reshape(g, *k.shape[-2:]).contiguous()  # (G, N_k, d)
-    v3 = v.reshape(g, *v.shape[-2:]).contiguous()  # (G, N_k, d_v)
-    out = FlashAttention.apply(q3, k3, v3, float(scale), is_causal, blocks, autotune)
-    return out.reshape(*lead, *out.shape[-2:])  # (..., N_q, d_v)
+    return _flattening_groups(FlashAttention.apply, q, k, v, float(scale), is_causal, blocks, autotune)
 
 
 def fused_attention_traffic(

@@ -30,7 +30,7 @@ def positional_summary(d_model: int, length: int, far: int = 10) -> dict[str, ob
     """Pure compute: the encoding (length, d_model), offsets k, the dot product curve and key numbers.
 
     The curve is sum_i cos(k w_i), which equals PE(pos)·PE(pos+k) for every pos. ``off_peak_ratio`` is
-    the mean of the curve over offsets with |k| >= ``far``, divided by its peak d_model/2.
+    the mean of the curve over offsets with |k| >= ``far`` (returned too), divided by its peak d_model/2.
     """
     pe = sinusoidal_encoding(length, d_model)  # (T, d_model)
     omega = sinusoidal_frequencies(d_model)  # (d_model/2,)
@@ -48,6 +48,7 @@ def positional_summary(d_model: int, length: int, far: int = 10) -> dict[str, ob
         "peak": peak,
         "largest_off_peak": float(away.max()) if away.numel() else float("nan"),
         "off_peak_ratio": float(distant.mean()) / peak if distant.numel() else float("nan"),
+        "far": far,
     }
 
 
@@ -62,7 +63,7 @@ def positional_figure(d_model: int = 64, length: int = 128) -> plt.Figure:
     label_axes(ax1, "position pos", "dimension", f"PE, d_model = {d_model}, {length} positions")
     fig.colorbar(image, ax=ax1, label="value")
     ax2.plot(summary["offsets"].numpy(), summary["dots"].numpy(), color=OKABE_ITO["blue"])
-    ax2.axhline(summary["off_peak_ratio"] * summary["peak"], color="grey", ls=":", lw=1, label="mean over |k| ≥ 10")
+    ax2.axhline(summary["off_peak_ratio"] * summary["peak"], color="grey", ls=":", lw=1, label=f"mean over |k| ≥ {summary['far']}")
     ax2.legend(loc="upper right")
     label_axes(ax2, r"offset $k$ (positions)", r"$\mathrm{PE}(pos) \cdot \mathrm{PE}(pos + k)$", "Dot product against offset")
     fig.tight_layout()
@@ -71,12 +72,10 @@ def positional_figure(d_model: int = 64, length: int = 128) -> plt.Figure:
 
 def _readout(d_model: int, length: int) -> str:
     s = positional_summary(d_model, length)
-    return (
-        f"<b>d_model = {d_model}</b>, {length} positions: wavelengths from "
-        f"{s['shortest_wavelength']:.1f} to {s['longest_wavelength']:,.0f} positions; dot product "
-        f"{s['peak']:.0f} at k = 0, at most {s['largest_off_peak']:.1f} elsewhere; mean over |k| &ge; 10 is "
-        f"{s['off_peak_ratio']:.2f} of the peak"
-    )
+    wavelengths = f"wavelengths from {s['shortest_wavelength']:.1f} to {s['longest_wavelength']:,.0f} positions"
+    dots = f"dot product {s['peak']:.0f} at k = 0, at most {s['largest_off_peak']:.1f} elsewhere"
+    share = f"mean over |k| &ge; {s['far']} is {s['off_peak_ratio']:.2f} of the peak"
+    return f"<b>d_model = {d_model}</b>, {length} positions: {wavelengths}; {dots}; {share}"
 
 
 def positional_widget(d_model: int = 64, length: int = 128) -> widgets.VBox:
