@@ -77,10 +77,6 @@ def test_each_concept_is_implemented_once_in_the_library():
 SAME_SHAPE_ALLOWED = {
     frozenset({("flash_attention.py", "_flash_forward_kernel"),
                ("flash_attention.py", "_flash_dkdv_kernel")}): "the Triton kernels' forward and backward loops",
-    frozenset({("transformer.py", "Transformer.__init__"),
-               ("transformer.py", "train_translator")}): "a model's and its trainer's keyword lists",
-    frozenset({("transformer_blocks.py", "FeedForward.__init__"),
-               ("transformer_blocks.py", "GatedFeedForward.__init__")}): "two FFNs' layers (two and three matrices)",
 }
 
 

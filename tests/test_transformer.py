@@ -264,7 +264,7 @@ def test_training_is_reproducible_and_snapshots_match_a_shorter_run():
     assert hist_a["loss"][:3] == hist_b["loss"]
     assert all(torch.equal(snaps[3][k], v) for k, v in model_b.state_dict().items())
     assert hist_a["lr"][0] == pytest.approx(noam_rate(1, 32, 100)) and not model_a.training
-    with pytest.raises(ValueError, match="label_smoothing must be in"):
+    with pytest.raises(ValueError, match=r"label_smoothing must be a probability in \[0, 1\), got 1.0"):
         train_translator(steps=1, label_smoothing=1.0)
     with pytest.raises(ValueError, match="steps must be an int >= 1"):
         train_translator(steps=0)

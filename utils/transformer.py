@@ -324,24 +324,13 @@ def training_batches(
 
 @one_thread  # the same model for a seed on any load (utils.device)
 def train_translator(
-    seed: int = 0,
-    steps: int = 600,
-    batch: int = 64,
-    d_model: int = 32,
-    num_heads: int = 4,
-    d_ff: int = 64,
-    num_layers: int = 1,
-    label_smoothing: float = 0.1,
-    dropout: float = 0.1,
-    warmup: int = 100,
-    use_warmup: bool = True,
-    tied: bool = True,
-    device: torch.device | str = "cpu",
-    snapshot_at: tuple[int, ...] = (),
-    batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None,
+    seed: int = 0, steps: int = 600, batch: int = 64, label_smoothing: float = 0.1, warmup: int = 100,
+    use_warmup: bool = True, device: torch.device | str = "cpu", snapshot_at: tuple[int, ...] = (),
+    batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None, **architecture: object,
 ) -> tuple["Transformer", dict[str, list[float]], dict[int, dict[str, torch.Tensor]]]:
     """Train on the date task with the paper's recipe (Adam 0.9/0.98/1e-9, noam_rate, label smoothing,
-    dropout, tied embeddings); every ingredient can be switched off.
+    dropout, tied embeddings); every ingredient can be switched off. ``architecture`` holds Transformer's
+    keyword arguments (d_model, num_heads, d_ff, num_layers, dropout, tied), its defaults otherwise.
 
     ``batches`` (from ``training_batches(seed, >= steps, batch)``) lets several runs share one drawing
     of the examples; by default they are drawn here, the same ones for the same seed.
@@ -350,18 +339,17 @@ def train_translator(
     """
     validate.int_at_least("steps", steps)
     validate.int_at_least("batch", batch)
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+    validate.probability("label_smoothing", label_smoothing)
     if batches is None:
         batches = training_batches(seed, steps, batch, device)
     elif len(batches) < steps:
         raise ValueError(f"batches holds {len(batches)} batches, fewer than steps={steps}")
     torch.manual_seed(seed)  # initialisation and dropout masks
-    model = Transformer(len(VOCAB), d_model, num_heads, d_ff, num_layers, dropout, tied).to(device)
+    model = Transformer(len(VOCAB), **architecture).to(device)
     fused = torch.device(device).type in ("cpu", "cuda") or None  # one kernel for the whole update: same arithmetic
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=fused)
     schedule = torch.optim.lr_scheduler.LambdaLR(  # LambdaLR multiplies lr=1.0 by the rate
-        optimizer, lambda i: noam_rate(i + 1, d_model, warmup, use_warmup)  # i counts from 0
+        optimizer, lambda i: noam_rate(i + 1, model.d_model, warmup, use_warmup)  # i counts from 0
     )
     history: dict[str, list[float]] = {"loss": [], "lr": []}
     snapshots: dict[int, dict[str, torch.Tensor]] = {}

@@ -39,11 +39,13 @@ class FeedForward(nn.Module):
     ``weight`` is (d_ff, d_model).
     """
 
+    activations = ACTIVATIONS  # the act(.) it knows, by name
+
     def __init__(
         self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0, bias: bool = True
     ) -> None:
         super().__init__()
-        validate.ffn_config(d_model, d_ff, activation, dropout, ACTIVATIONS)
+        validate.ffn_config(d_model, d_ff, activation, dropout, self.activations)
         self.d_model, self.activation = d_model, activation
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)  # weight (d_ff, d_model) = W1^T
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # weight (d_model, d_ff) = W2^T
@@ -52,7 +54,7 @@ class FeedForward(nn.Module):
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """The hidden activations act(X W1 + b1), (..., d_ff)."""
         validate.stream("x", x, self.d_model)
-        return ACTIVATIONS[self.activation](self.linear1(x))
+        return self.activations[self.activation](self.linear1(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear2(self.dropout(self.hidden(x)))  # (..., d_model)
@@ -61,31 +63,25 @@ class FeedForward(nn.Module):
 GATED_ACTIVATIONS = {"swiglu": F.silu, "geglu": gelu_erf}
 
 
-class GatedFeedForward(nn.Module):
-    """Gated FFN (Shazeer, 2020): (act(X W) * (X V)) W2, three matrices, no biases by default.
+class GatedFeedForward(FeedForward):
+    """Gated FFN (Shazeer, 2020): (act(X W) * (X V)) W2. The plain FFN's hidden activation (W is its W1),
+    multiplied element by element by a second projection X V: three matrices, no biases by default.
 
     ``activation`` "swiglu" uses SiLU (Swish) for act, "geglu" the exact GELU. With
     d_ff = 8/3 d_model it holds the parameters of a plain FFN with d_ff = 4 d_model.
     """
 
+    activations = GATED_ACTIVATIONS
+
     def __init__(
         self, d_model: int, d_ff: int, activation: str = "swiglu", dropout: float = 0.0, bias: bool = False
     ) -> None:
-        super().__init__()
-        validate.ffn_config(d_model, d_ff, activation, dropout, GATED_ACTIVATIONS)
-        self.d_model, self.activation = d_model, activation
-        self.gate = nn.Linear(d_model, d_ff, bias=bias)  # W
+        super().__init__(d_model, d_ff, activation, dropout, bias)  # W (linear1) and W2 (linear2)
         self.up = nn.Linear(d_model, d_ff, bias=bias)  # V
-        self.down = nn.Linear(d_ff, d_model, bias=bias)  # W2
-        self.dropout = nn.Dropout(dropout)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """act(X W) * (X V), (..., d_ff)."""
-        validate.stream("x", x, self.d_model)
-        return GATED_ACTIVATIONS[self.activation](self.gate(x)) * self.up(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.dropout(self.hidden(x)))  # (..., d_model)
+        return super().hidden(x) * self.up(x)
 
 
 def make_feed_forward(
