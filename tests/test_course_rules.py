@@ -152,16 +152,32 @@ def test_multi_head_attention_forward_reads_as_the_mathematics():
 
 
 @pytest.mark.parametrize("module, cls", [("transformer_blocks", "EncoderBlock"), ("transformer_blocks", "DecoderBlock"),
-                                         ("transformer_blocks", "FeedForward"), ("transformer", "Transformer")])
+                                         ("transformer_blocks", "FeedForward"), ("transformer", "Transformer"),
+                                         ("rnn", "RNNCell"), ("rnn", "RNN"), ("rnn", "LastTokenAttentionClassifier"),
+                                         ("qkv", "QKVProjection"), ("positional", "LearnedPositionalEncoding")])
 def test_the_blocks_forwards_hold_no_argument_checks(module, cls):
-    """Chapter 6's blocks and chapter 12's model, as chapter 4's attention: a forward (and the Transformer's
-    encode/decode) checks its arguments with one call into utils/validate.py and raises nothing itself."""
+    """Chapter 6's blocks and chapter 12's model, as chapter 4's attention, and the modules of chapters 1, 2 and 5:
+    a forward (and the Transformer's encode/decode) checks its arguments with one call into utils/validate.py
+    and raises nothing itself."""
     tree = ast.parse((ROOT / "utils" / f"{module}.py").read_text())
     body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls).body
     methods = [n for n in body if isinstance(n, ast.FunctionDef) and n.name in ("forward", "hidden", "encode", "decode")]
     assert methods, cls
     for method in methods:
         assert not any(isinstance(n, ast.Raise) for n in ast.walk(method)), f"{cls}.{method.name} raises: use utils/validate.py"
+
+
+def test_a_count_is_checked_by_one_function_in_the_library():
+    """Issue 26: utils/validate.py's int_at_least is the library's one check of a count or a size (TypeError for
+    a non-int, ValueError naming the bound); no module keeps a private copy (chapter 1's _positive_int, chapter
+    8's _positive_int and _check_sizes were three), and validate holds no second one under another name."""
+    from utils import validate
+
+    copies = sorted(f"{path.name}:{node.name}" for path in (ROOT / "utils").rglob("*.py")
+                    for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.FunctionDef) and node.name in {"_positive_int", "_check_sizes", "positive_int"})
+    assert not copies, f"a private copy of utils.validate.int_at_least: {copies}"
+    assert getattr(validate, "positive_int", validate.int_at_least) is validate.int_at_least
 
 
 def test_positional_attention_is_chapter_4s_module_with_hooks():

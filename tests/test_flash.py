@@ -117,9 +117,13 @@ def test_online_softmax_fully_masked_row_gives_zeros():
     assert_close(out[[0, 2]], torch.softmax(scores[[0, 2]], -1), what="other rows")
 
 
-@pytest.mark.parametrize("block", [0, -2, 1.5, True, None])
-def test_online_softmax_rejects_bad_block(block):
-    with pytest.raises(ValueError, match="block"):
+@pytest.mark.parametrize("block, error, message", [(0, ValueError, "block must be an int >= 1, got 0"),
+                                                    (-2, ValueError, "block must be an int >= 1, got -2"),
+                                                    (1.5, TypeError, "block must be an int, got float"),
+                                                    (True, TypeError, "block must be an int, got bool"),
+                                                    (None, TypeError, "block must be an int, got NoneType")])
+def test_online_softmax_rejects_bad_block(block, error, message):
+    with pytest.raises(error, match=message):
         online_softmax(torch.randn(2, 5), block)
 
 
@@ -209,10 +213,13 @@ def test_other_mismatches_are_refused_with_clear_errors():
 
 
 @pytest.mark.parametrize("name", ["block_q", "block_k"])
-@pytest.mark.parametrize("value", [0, -1, 2.0, False])
-def test_block_sizes_must_be_positive_ints(name, value):
+@pytest.mark.parametrize("value, error, message", [(0, ValueError, "must be an int >= 1, got 0"),
+                                                   (-1, ValueError, "must be an int >= 1, got -1"),
+                                                   (2.0, TypeError, "must be an int, got float"),
+                                                   (False, TypeError, "must be an int, got bool")])
+def test_block_sizes_must_be_positive_ints(name, value, error, message):
     q = torch.randn(1, 8, 4)
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(error, match=f"{name} {message}"):
         tiled_attention(q, q, q, **{name: value})
 
 
@@ -310,18 +317,18 @@ def test_crossover_lengths_are_found_not_assumed(d):
 
 
 @pytest.mark.parametrize(
-    "call",
+    "call, error, message",
     [
-        lambda: rnn_flops(0, 8),
-        lambda: lstm_flops(8, -1),
-        lambda: attention_flops(2.5, 8),
-        lambda: conv_flops(8, 8, 0),
-        lambda: layer_costs(True, 8),
-        lambda: crossover_length(attention_flops, lstm_flops, 0),
+        (lambda: rnn_flops(0, 8), ValueError, "n must be an int >= 1, got 0"),
+        (lambda: lstm_flops(8, -1), ValueError, "d must be an int >= 1, got -1"),
+        (lambda: attention_flops(2.5, 8), TypeError, "n must be an int, got float 2.5"),
+        (lambda: conv_flops(8, 8, 0), ValueError, "k must be an int >= 1, got 0"),
+        (lambda: layer_costs(True, 8), TypeError, "n must be an int, got bool True"),
+        (lambda: crossover_length(attention_flops, lstm_flops, 0), ValueError, "d must be an int >= 1, got 0"),
     ],
 )
-def test_sizes_must_be_positive_ints(call):
-    with pytest.raises(ValueError, match="must be a positive int"):
+def test_sizes_must_be_positive_ints(call, error, message):
+    with pytest.raises(error, match=message):
         call()
 
 

@@ -170,14 +170,14 @@ def test_split_merge_round_trip_and_shapes() -> None:
     [
         (lambda: split_heads(torch.randn(2, 5, 12), 5), ValueError, "divisible by num_heads=5"),
         (lambda: split_heads(torch.randn(12), 3), ValueError, "(..., T, d_model)"),
-        (lambda: split_heads(torch.randn(2, 5, 12), 0), ValueError, "num_heads must be a positive int"),
-        (lambda: split_heads(torch.randn(2, 5, 12), 2.0), TypeError, "num_heads must be a positive int"),
+        (lambda: split_heads(torch.randn(2, 5, 12), 0), ValueError, "num_heads must be an int >= 1, got 0"),
+        (lambda: split_heads(torch.randn(2, 5, 12), 2.0), TypeError, "num_heads must be an int, got float"),
         (lambda: split_heads([[1.0]], 1), ValueError, "got list"),
         (lambda: merge_heads(torch.randn(4, 5)), ValueError, "(..., h, T, d_k)"),
         (lambda: MultiHeadAttention(30, 4), ValueError, "d_model=30 must be divisible by num_heads=4"),
         (lambda: MultiHeadAttention(7, 2), ValueError, "d_model=7 must be divisible"),
-        (lambda: MultiHeadAttention(0, 1), ValueError, "d_model must be a positive int"),
-        (lambda: MultiHeadAttention(16, True), TypeError, "num_heads must be a positive int"),
+        (lambda: MultiHeadAttention(0, 1), ValueError, "d_model must be an int >= 1, got 0"),
+        (lambda: MultiHeadAttention(16, True), TypeError, "num_heads must be an int, got bool"),
         (lambda: MultiHeadAttention(16, 2, dropout=1.0), ValueError, "dropout must be a probability"),
         (lambda: MultiHeadAttention(16, 2, dropout=-0.1), ValueError, "dropout must be a probability"),
         (lambda: MultiHeadAttention(16, 2, batch_first="yes"), TypeError, "batch_first must be True or False"),
@@ -282,7 +282,7 @@ def test_pairs_task_is_well_formed() -> None:
     assert (batch["match_tag"] == batch["tags"][rows, batch["match"]]).all()
     with pytest.raises(TypeError, match="generator"):
         pairs_task_batch(4, 0)
-    with pytest.raises(ValueError, match="n must be a positive int"):
+    with pytest.raises(ValueError, match="n must be an int >= 1, got 0"):
         pairs_task_batch(0, torch.Generator())
 
 

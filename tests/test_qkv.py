@@ -136,8 +136,9 @@ def test_hard_lookup_splits_exact_ties_like_the_cold_limit():
         (lambda: hard_lookup(torch.randn(4), torch.randn(4), torch.randn(3, 2)), ValueError, "need 2 dims"),
         (lambda: encode_tags({"cat": 1, "bird": 1}), ValueError, r"unknown \['bird'\]"),
         (lambda: encode_tags({"cat": 0}), ValueError, "nonzero weight"),
-        (lambda: QKVProjection(0, 4), ValueError, "d_model must be a positive int, got 0"),
-        (lambda: QKVProjection(8, 4, d_v=-1), ValueError, "d_v must be a positive int"),
+        (lambda: QKVProjection(0, 4), ValueError, "d_model must be an int >= 1, got 0"),
+        (lambda: QKVProjection(8, 4, d_v=-1), ValueError, "d_v must be an int >= 1, got -1"),
+        (lambda: QKVProjection(8, 4.0), TypeError, "d_k must be an int, got float 4.0"),
         (lambda: QKVProjection(8, 4)(torch.randn(2, 3, 5)), ValueError, r"d_model=8\), got \(2, 3, 5\)"),
     ],
 )

@@ -76,13 +76,12 @@ def test_from_torch_without_bias_copies_a_zero_bias():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: RNNCell(0, 4), "d_x must be a positive int, got 0"),
-        (lambda: RNNCell(3, 2.5), "d_h must be a positive int, got 2.5"),
+        (lambda: RNNCell(0, 4), "d_x must be an int >= 1, got 0"),
         (lambda: RNN(3, 4)(torch.randn(2, 5)), r"x must be a tensor of shape \(B, N, d_x\)"),
         (lambda: RNN(3, 4)(torch.randn(2, 5, 6)), r"x_t must have shape \(B, d_x=3\), got \(2, 6\)"),
         (lambda: RNN(3, 4)(torch.randn(2, 0, 3)), "at least one time step"),
         (lambda: RNN(3, 4)(torch.randn(2, 5, 3), torch.zeros(3, 4)), r"h_prev must have shape \(B=2, d_h=4\)"),
-        (lambda: gradient_norms(0, 1.0), "length must be a positive int"),
+        (lambda: gradient_norms(0, 1.0), "length must be an int >= 1, got 0"),
         (lambda: gradient_norms(10, -1.0), "rho must be a finite number > 0"),
         (lambda: gradient_norms(10, 1.0, input_scale=float("nan")), "input_scale must be"),
         (lambda: first_token_task(4, 5, vocab=1), "vocab must be an int >= 2"),
@@ -110,6 +109,20 @@ def test_invalid_input_gives_a_clear_error(make, message):
 )
 def test_input_unlike_the_weights_names_the_argument_dtype_and_device(make, message):
     """Issue 26: float64, int64 or meta input gave PyTorch's matmul traceback; now the argument is named."""
+    with pytest.raises(TypeError, match=message):
+        make()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: RNNCell(3, 2.5), "d_h must be an int, got float 2.5"),
+        (lambda: RNN(True, 4), "d_x must be an int, got bool True"),
+        (lambda: first_token_task(4.0, 5), "batch must be an int, got float 4.0"),
+    ],
+)
+def test_a_size_that_is_not_an_int_is_a_type_error(make, message):
+    """Issue 26: chapter 1 checks its sizes with the course's one check, utils.validate.int_at_least."""
     with pytest.raises(TypeError, match=message):
         make()
 

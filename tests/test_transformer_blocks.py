@@ -178,7 +178,7 @@ def test_ffn_is_position_wise():
         (lambda: GatedFeedForward(8, 32, "relu"), ValueError, "activation"),
         (lambda: make_feed_forward(8, 32, "swish"), ValueError, "activation"),
         (lambda: FeedForward(0, 32), ValueError, "d_model"),
-        (lambda: FeedForward(8, 2.5), TypeError, "d_ff must be a positive int"),  # a non-int is a type error
+        (lambda: FeedForward(8, 2.5), TypeError, "d_ff must be an int, got float 2.5"),  # a non-int is a type error
         (lambda: EncoderBlock(30, 4, 64), ValueError, "divisible"),
         (lambda: EncoderBlock(32, 4, 64, norm_first="yes"), TypeError, "norm_first"),
         (lambda: DecoderBlock(32, 4, 64, layer_norm_eps=0), ValueError, "layer_norm_eps"),

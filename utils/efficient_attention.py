@@ -12,37 +12,30 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from utils import validate
-
-
-def _check_sizes(**sizes: object) -> None:
-    """Raise ValueError naming every size that is not a positive int."""
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+from utils import validate  # the argument checks
 
 
 def rnn_flops(n: int, d: int) -> int:
     """FLOPs of one tanh-RNN layer (width d) over n positions: two d×d products per step."""
-    _check_sizes(n=n, d=d)
+    validate.sizes(n=n, d=d)
     return 4 * n * d * d
 
 
 def lstm_flops(n: int, d: int) -> int:
     """FLOPs of one LSTM layer: four gates, each with two d×d products per step."""
-    _check_sizes(n=n, d=d)
+    validate.sizes(n=n, d=d)
     return 16 * n * d * d
 
 
 def conv_flops(n: int, d: int, k: int) -> int:
     """FLOPs of one convolution with kernel width k, d input and d output channels."""
-    _check_sizes(n=n, d=d, k=k)
+    validate.sizes(n=n, d=d, k=k)
     return 2 * k * n * d * d
 
 
 def attention_mixing_flops(n: int, d: int) -> int:
     """FLOPs of attention's sequence mixing alone, QKᵀ and PV: the term in the paper's Table 1."""
-    _check_sizes(n=n, d=d)
+    validate.sizes(n=n, d=d)
     return 4 * n * n * d
 
 
@@ -53,7 +46,7 @@ def attention_flops(n: int, d: int) -> int:
 
 def restricted_attention_flops(n: int, d: int, r: int) -> int:
     """FLOPs of self-attention restricted to the 2r + 1 positions around each query."""
-    _check_sizes(n=n, d=d, r=r)
+    validate.sizes(n=n, d=d, r=r)
     return 8 * n * d * d + 4 * n * (2 * r + 1) * d
 
 
@@ -62,7 +55,7 @@ def layer_costs(n: int, d: int, k: int = 3, r: int = 16) -> dict[str, dict[str, 
     and ``largest``, the number of floats in the largest tensor one forward pass must hold (one
     sequence, one head): the n×d activations (queries, keys, values, outputs, hidden states), or the
     attention weights, n×n (n×(2r+1) when restricted), whichever is larger."""
-    _check_sizes(n=n, d=d, r=r)
+    validate.sizes(n=n, d=d, r=r)
     if isinstance(k, bool) or not isinstance(k, int) or k < 2:
         raise ValueError(f"k must be an int >= 2 (a kernel of width 1 never connects positions), got {k!r}")
     return {
@@ -98,7 +91,7 @@ def crossover_length(
     non-negative, as n grows (true for the polynomial costs above: 4nd(n - 2d) for attention
     against the LSTM).
     """
-    _check_sizes(d=d, n_max=n_max)
+    validate.sizes(d=d, n_max=n_max)
     if not callable(cost_a) or not callable(cost_b):
         raise TypeError("cost_a and cost_b must be functions of (n, d)")
     if cost_a(1, d) >= cost_b(1, d):
@@ -202,11 +195,6 @@ def resident_peak_bytes(fn: Callable[[], object]) -> int:
     return (_status_kib("VmHWM") - before) * 1024
 
 
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
 def _safe_shift(m: torch.Tensor) -> torch.Tensor:
     """The running maximum as a shift for exp: 0 where it is still -inf (nothing seen but -inf).
 
@@ -227,7 +215,7 @@ def online_softmax(scores: torch.Tensor, block: int) -> torch.Tensor:
     """
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point() or scores.dim() < 1:
         raise TypeError(f"scores must be a floating-point tensor with at least one axis, got {scores!r:.80}")
-    _positive_int("block", block)
+    validate.int_at_least("block", block)
     m = torch.full_like(scores[..., :1], float("-inf"))  # (..., 1) running maximum
     l = torch.zeros_like(scores[..., :1])  # (..., 1) running normaliser
     for j0 in range(0, scores.size(-1), block):
@@ -405,8 +393,7 @@ def tiled_attention(
     zeros, as SDPA's.
     """
     scale = _check_attention_call(q, k, v, is_causal, scale)  # None: 1/sqrt(d_k)
-    _positive_int("block_q", block_q)
-    _positive_int("block_k", block_k)
+    validate.sizes(block_q=block_q, block_k=block_k)
     return _flattening_groups(TiledAttention.apply, q, k, v, float(scale), is_causal, block_q, block_k)
 
 

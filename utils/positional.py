@@ -141,20 +141,12 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
-        validate.int_at_least("max_len", max_len)
-        validate.int_at_least("d_model", d_model)
+        validate.sizes(max_len=max_len, d_model=d_model)
         self.table = nn.Embedding(max_len, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.size(-1) != self.table.embedding_dim:
-            raise ValueError(f"x must have shape (B, T, d_model={self.table.embedding_dim}), got {validate.describe(x)}")
-        length = x.size(1)
-        if length > self.table.num_embeddings:
-            raise IndexError(
-                f"a learned table has {self.table.num_embeddings} positions; "
-                f"there is no vector for position {self.table.num_embeddings} or later (T = {length})"
-            )
-        return x + self.table(torch.arange(length, device=x.device))  # (B, T, d_model)
+        validate.learned_positions_call(x, self.table.num_embeddings, self.table.embedding_dim)
+        return x + self.table(torch.arange(x.size(1), device=x.device))  # (B, T, d_model)
 
 
 ENCODINGS = ("sinusoidal", "learned", "rope", "alibi")

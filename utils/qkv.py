@@ -9,6 +9,7 @@ import math
 import torch
 import torch.nn as nn
 
+from utils import validate  # the argument checks
 from utils.rnn import RecurrentClassifier, first_token_task, train_classifier
 
 TAGS = ["cat", "dog", "cute", "funny", "cooking"]
@@ -163,17 +164,14 @@ class QKVProjection(nn.Module):
 
     def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False) -> None:
         super().__init__()
-        for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_k if d_v is None else d_v)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        validate.sizes(d_model=d_model, d_k=d_k, d_v=d_k if d_v is None else d_v)
         self.d_model = d_model
         self.w_q = nn.Linear(d_model, d_k, bias=bias)
         self.w_k = nn.Linear(d_model, d_k, bias=bias)
         self.w_v = nn.Linear(d_model, d_k if d_v is None else d_v, bias=bias)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if x.dim() < 2 or x.size(-1) != self.d_model:
-            raise ValueError(f"x must have shape (..., T, d_model={self.d_model}), got {tuple(x.shape)}")
+        validate.qkv_projection_call(x, self.d_model)
         return self.w_q(x), self.w_k(x), self.w_v(x)
 
 

@@ -10,20 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils import validate  # the argument checks
 from utils.device import one_thread
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
-def _like_weights(name: str, x: torch.Tensor, weight: torch.Tensor) -> None:
-    if x.dtype != weight.dtype or x.device != weight.device:
-        raise TypeError(f"{name} must have the weights' dtype and device ({weight.dtype} on {weight.device}), "
-                        f"got {x.dtype} on {x.device}: convert it with .to({weight.dtype}) (or the model with "
-                        f".to(...))")
 
 
 class RNNCell(nn.Module):
@@ -31,7 +19,8 @@ class RNNCell(nn.Module):
 
     def __init__(self, d_x: int, d_h: int) -> None:
         super().__init__()
-        self.d_x, self.d_h = _positive_int("d_x", d_x), _positive_int("d_h", d_h)
+        validate.sizes(d_x=d_x, d_h=d_h)
+        self.d_x, self.d_h = d_x, d_h
         bound = 1 / math.sqrt(d_h)  # nn.RNN's initialisation: U(-1/sqrt(d_h), 1/sqrt(d_h))
         self.W_xh = nn.Parameter(torch.empty(d_h, d_x).uniform_(-bound, bound))
         self.W_hh = nn.Parameter(torch.empty(d_h, d_h).uniform_(-bound, bound))
@@ -39,12 +28,7 @@ class RNNCell(nn.Module):
 
     def forward(self, x_t: torch.Tensor, h_prev: torch.Tensor) -> torch.Tensor:
         """x_t: (B, d_x), h_prev: (B, d_h) -> h_t: (B, d_h)."""
-        if x_t.dim() != 2 or x_t.size(1) != self.d_x:
-            raise ValueError(f"x_t must have shape (B, d_x={self.d_x}), got {tuple(x_t.shape)}")
-        if tuple(h_prev.shape) != (x_t.size(0), self.d_h):
-            raise ValueError(f"h_prev must have shape (B={x_t.size(0)}, d_h={self.d_h}), got {tuple(h_prev.shape)}")
-        _like_weights("x_t", x_t, self.W_hh)
-        _like_weights("h_prev", h_prev, self.W_hh)
+        validate.rnn_cell_call(x_t, h_prev, self.d_x, self.d_h, self.W_hh)
         return torch.tanh(h_prev @ self.W_hh.T + x_t @ self.W_xh.T + self.b)
 
 
@@ -53,16 +37,13 @@ class RNN(nn.Module):
 
     def __init__(self, d_x: int, d_h: int) -> None:
         super().__init__()
-        self.d_h = _positive_int("d_h", d_h)
+        validate.int_at_least("d_h", d_h)
+        self.d_h = d_h
         self.cell = RNNCell(d_x, d_h)
 
     def forward(self, x: torch.Tensor, h0: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, N, d_x) -> (all states (B, N, d_h), last state (B, d_h)); h0 (B, d_h) defaults to zeros."""
-        if not isinstance(x, torch.Tensor) or x.dim() != 3:
-            raise ValueError(f"x must be a tensor of shape (B, N, d_x), got {getattr(x, 'shape', type(x).__name__)}")
-        if x.size(1) == 0:
-            raise ValueError("x must hold at least one time step (N >= 1), got N = 0; nn.RNN refuses it too")
-        _like_weights("x", x, self.cell.W_hh)
+        validate.rnn_call(x, self.cell.W_hh)
         h = x.new_zeros(x.size(0), self.d_h) if h0 is None else h0
         states = []
         for t in range(x.size(1)):  # N dependent steps: step t needs the h of step t - 1
@@ -142,8 +123,7 @@ def gradient_norms(
     Inputs are iid normal, scaled so that W_xh x_t has standard deviation ``input_scale`` per unit.
     Returns a float64 tensor of shape (length,).
     """
-    _positive_int("length", length)
-    _positive_int("d_h", d_h)
+    validate.sizes(length=length, d_h=d_h)
     if not (isinstance(rho, (int, float)) and math.isfinite(rho) and rho > 0):
         raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
     if not (isinstance(input_scale, (int, float)) and math.isfinite(input_scale) and input_scale >= 0):
@@ -176,7 +156,7 @@ def bptt_regimes(seed: int, length: int = 100) -> dict[str, float]:
     ``ratio_at_one`` and ``ratio_above``: ‖∂L/∂h_1‖/‖∂L/∂h_T‖ at ρ = 1 and ρ = 2; ``rho_growth_100``: the
     smallest ρ of ``RHO_GRID`` at which that ratio exceeds 100.
     """
-    _positive_int("length", length)
+    validate.int_at_least("length", length)
     steps = torch.arange(1, length + 1, dtype=torch.float64)
     norms = {rho: gradient_norms(length, rho, seed=seed) for rho in (0.8, 1.0, 2.0)}
     worst = max(float((n / rho ** (length - steps)).max()) for rho, n in norms.items())
@@ -198,8 +178,7 @@ def first_token_task(
     batch: int, length: int, vocab: int = 8, generator: torch.Generator | None = None, device=None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The long-range recall task: tokens (batch, length) uniform in [0, vocab); label = first token."""
-    _positive_int("batch", batch)
-    _positive_int("length", length)
+    validate.sizes(batch=batch, length=length)
     if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 2:
         raise ValueError(f"vocab must be an int >= 2 (a one-symbol task has nothing to learn), got {vocab!r}")
     tokens = torch.randint(0, vocab, (batch, length), generator=generator).to(device)
@@ -235,7 +214,8 @@ class LastTokenAttentionClassifier(nn.Module):
 
     def __init__(self, vocab: int, d: int, max_len: int, n_classes: int) -> None:
         super().__init__()
-        self.max_len = _positive_int("max_len", max_len)
+        validate.int_at_least("max_len", max_len)
+        self.max_len = max_len
         self.embed = nn.Embedding(vocab, d)
         self.position = nn.Parameter(0.1 * torch.randn(max_len, d))
         self.w_q, self.w_k, self.w_v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
@@ -243,8 +223,7 @@ class LastTokenAttentionClassifier(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, N) -> logits (B, n_classes)."""
-        if tokens.dim() != 2 or not 1 <= tokens.size(1) <= self.max_len:
-            raise ValueError(f"tokens must have shape (B, N) with 1 <= N <= {self.max_len}, got {tuple(tokens.shape)}")
+        validate.last_token_attention_call(tokens, self.max_len)
         x = self.embed(tokens) + self.position[: tokens.size(1)]  # (B, N, d)
         q = self.w_q(x[:, -1:])  # (B, 1, d): only the last position's output is needed
         out = F.scaled_dot_product_attention(q, self.w_k(x), self.w_v(x))  # (B, 1, d)
@@ -266,8 +245,7 @@ def train_classifier(
     Returns the history {"step", "loss", "accuracy"}, with accuracy on ``eval_data`` every
     ``eval_every`` steps (and at step 0).
     """
-    _positive_int("steps", steps)
-    _positive_int("eval_every", eval_every)
+    validate.sizes(steps=steps, eval_every=eval_every)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     history: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
 

@@ -1,4 +1,4 @@
-"""validate: the argument checks of the course's attention modules, in one place.
+"""validate: the argument checks of the course's modules (RNN, projections, attention, encodings, blocks).
 
 Hand-written (not generated from a chapter). Each check is named for what it guarantees and raises an
 error that names the argument, what it got and what it needs (a learner who passes a wrong argument reads
@@ -22,12 +22,24 @@ def describe(x: object) -> str:
     return type(x).__name__
 
 
-def positive_int(name: str, value: object) -> None:
-    """``value`` is an int >= 1 (a bool is not a count): TypeError for a non-int, ValueError below 1."""
+def int_at_least(name: str, value: object, minimum: int = 1) -> None:
+    """``value`` is an int (a bool is not a count) >= ``minimum``: TypeError for a non-int, ValueError below
+    ``minimum``. The course's one check of a count or a size."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value}")
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
+
+
+# The old name of int_at_least (the same check, not a second one), kept only while chapters 4 and 6 still
+# call it; new code calls int_at_least.
+positive_int = int_at_least
+
+
+def sizes(**values: object) -> None:
+    """Each keyword argument is a size, an int >= 1 (``int_at_least``, named by its keyword)."""
+    for name, value in values.items():
+        int_at_least(name, value)
 
 
 def probability(name: str, value: object) -> None:
@@ -74,7 +86,7 @@ def generator(name: str, value: object) -> None:
 
 def split_heads_input(x: object, num_heads: object) -> None:
     """``x`` (..., T, d_model) can be cut into ``num_heads`` heads of d_model / num_heads features."""
-    positive_int("num_heads", num_heads)
+    int_at_least("num_heads", num_heads)
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
         got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"split_heads: x must be a tensor of shape (..., T, d_model), got {got}")
@@ -94,7 +106,7 @@ def merge_heads_input(x: object) -> None:
 def torch_masks(key_padding_mask: object, attn_mask: object, num_heads: object) -> None:
     """``nn.MultiheadAttention``'s masks: a boolean (B, T_k) ``key_padding_mask``; a boolean or float
     ``attn_mask`` (T_q, T_k) or (B*num_heads, T_q, T_k)."""
-    positive_int("num_heads", num_heads)
+    int_at_least("num_heads", num_heads)
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
             got = key_padding_mask.dtype if isinstance(key_padding_mask, torch.Tensor) else type(key_padding_mask).__name__
@@ -118,8 +130,8 @@ def attention_config(
     d_model: object, num_heads: object, dropout: object, bias: object, batch_first: object, fused_qkv: object
 ) -> None:
     """A multi-head attention's constructor arguments: d_model splits into num_heads heads."""
-    positive_int("d_model", d_model)
-    positive_int("num_heads", num_heads)
+    int_at_least("d_model", d_model)
+    int_at_least("num_heads", num_heads)
     if d_model % num_heads:
         raise ValueError(
             f"d_model={d_model} must be divisible by num_heads={num_heads} (each head gets d_model / num_heads features)"
@@ -225,14 +237,6 @@ def attention_call(
     return unbatched
 
 
-def int_at_least(name: str, value: object, minimum: int = 1) -> None:
-    """``value`` is an int (not a bool) >= ``minimum``: TypeError for a non-int, ValueError below ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
-
-
 def even(name: str, value: object) -> None:
     """``value`` is a positive even int (a width whose features come in sin/cos pairs)."""
     int_at_least(name, value)
@@ -244,6 +248,60 @@ def positive_number(name: str, value: object) -> None:
     """``value`` is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def learned_positions_call(x: object, max_len: int, d_model: int) -> None:
+    """``LearnedPositionalEncoding.forward``'s input: x (B, T, d_model) with T <= max_len, the table's rows
+    (IndexError past them: a learned table has no vector for a position it never saw)."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.size(-1) != d_model:
+        raise ValueError(f"x must have shape (B, T, d_model={d_model}), got {describe(x)}")
+    if x.size(1) > max_len:
+        raise IndexError(f"a learned table has {max_len} positions; "
+                         f"there is no vector for position {max_len} or later (T = {x.size(1)})")
+
+
+# --- chapter 1's recurrent networks and chapter 2's projections --------------------------------------------
+
+def like_weights(name: str, x: torch.Tensor, weight: torch.Tensor) -> None:
+    """``x`` has the dtype and device of a module's ``weight`` (a matrix product refuses mixed ones)."""
+    if x.dtype != weight.dtype or x.device != weight.device:
+        raise TypeError(f"{name} must have the weights' dtype and device ({weight.dtype} on {weight.device}), "
+                        f"got {x.dtype} on {x.device}: convert it with .to({weight.dtype}) (or the model with "
+                        f".to(...))")
+
+
+def rnn_cell_call(x_t: torch.Tensor, h_prev: torch.Tensor, d_x: int, d_h: int, weight: torch.Tensor) -> None:
+    """``RNNCell.forward``'s inputs: x_t (B, d_x) and h_prev (B, d_h), both like the cell's ``weight``."""
+    if x_t.dim() != 2 or x_t.size(1) != d_x:
+        raise ValueError(f"x_t must have shape (B, d_x={d_x}), got {tuple(x_t.shape)}")
+    if tuple(h_prev.shape) != (x_t.size(0), d_h):
+        raise ValueError(f"h_prev must have shape (B={x_t.size(0)}, d_h={d_h}), got {tuple(h_prev.shape)}")
+    like_weights("x_t", x_t, weight)
+    like_weights("h_prev", h_prev, weight)
+
+
+def rnn_call(x: object, weight: torch.Tensor) -> None:
+    """``RNN.forward``'s input: x (B, N, d_x) with N >= 1, like the cell's ``weight`` (the cell checks d_x and h0)."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        raise ValueError(f"x must be a tensor of shape (B, N, d_x), got {getattr(x, 'shape', type(x).__name__)}")
+    if x.size(1) == 0:
+        raise ValueError("x must hold at least one time step (N >= 1), got N = 0; nn.RNN refuses it too")
+    like_weights("x", x, weight)
+
+
+def last_token_attention_call(tokens: object, max_len: int) -> None:
+    """``LastTokenAttentionClassifier.forward``'s input: tokens (B, N) with 1 <= N <= max_len (one learned
+    position vector per position)."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or not 1 <= tokens.size(1) <= max_len:
+        got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        raise ValueError(f"tokens must have shape (B, N) with 1 <= N <= {max_len}, got {got}")
+
+
+def qkv_projection_call(x: object, d_model: int) -> None:
+    """``QKVProjection.forward``'s input: x (..., T, d_model)."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.size(-1) != d_model:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must have shape (..., T, d_model={d_model}), got {got}")
 
 
 # --- chapter 6's blocks and chapter 12's translator -------------------------------------------------------
@@ -295,7 +353,7 @@ def block_config(d_model: object, n_heads: object, d_ff: object, rates: dict[str
                  layer_norm_eps: object) -> None:
     """An encoder or decoder block's constructor arguments; ``rates`` maps each dropout's name to its rate."""
     for name, value in (("d_model", d_model), ("n_heads", n_heads), ("d_ff", d_ff)):
-        positive_int(name, value)
+        int_at_least(name, value)
     for name, rate in rates.items():
         probability(name, rate)
     flag("norm_first", norm_first)
@@ -304,8 +362,8 @@ def block_config(d_model: object, n_heads: object, d_ff: object, rates: dict[str
 
 def ffn_config(d_model: object, d_ff: object, activation: object, dropout: object, choices: dict) -> None:
     """A feed-forward network's constructor arguments; ``choices`` are the activations it knows."""
-    positive_int("d_model", d_model)
-    positive_int("d_ff", d_ff)
+    int_at_least("d_model", d_model)
+    int_at_least("d_ff", d_ff)
     probability("dropout", dropout)
     if activation not in choices:
         raise ValueError(f"activation must be one of {sorted(choices)}, got {activation!r}")
