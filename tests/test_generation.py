@@ -286,5 +286,68 @@ def test_a_block_keeps_no_cache_between_calls_and_the_cache_fills_per_layer():
     assert cache.k[:, :, :, :3].abs().sum((1, 2, 3, 4)).gt(0).all(), "every layer wrote its keys"
     assert cache.k[:, :, :, 3:].abs().sum() == 0
     model.max_len = 10  # the cache holds 3 of 10 positions
-    with pytest.raises(ValueError, match=r"positions up to 11 exceed max_len=10 \(3 cached \+ 8 new tokens\)"):
+    with pytest.raises(ValueError, match=r"positions up to 11 exceed max_len=10 \(3 cached \+ 8 new tokens\)"), \
+            torch.no_grad():
         model(torch.zeros(1, 8, dtype=torch.long), cache)
+
+
+def test_a_cache_that_does_not_fit_the_model_or_the_call_is_refused_by_name():
+    """A review of issue 26: a cache of another dtype, device or batch failed inside SDPA or KVCache.update with
+    messages about internal tensors; a cached forward with gradients on failed later in backward; a block looped
+    over by hand wrote every layer into layer 0; masks given with a cache were measured against the new tokens."""
+    from utils.generation import CachedSelfAttention, GPTBlock
+
+    model = _gpt()
+    tokens = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"cache must have the model's dtype and device"):
+            model(tokens, KVCache(2, 1, 2, 10, 8, dtype=torch.float64))
+        with pytest.raises(ValueError, match=r"cache must hold \(layers, batch, heads, d_k\) = \(2, 1, 2, 8\)"):
+            model(tokens, KVCache(2, 3, 2, 10, 8))
+        with pytest.raises(ValueError, match=r"cache must hold"):
+            model(tokens, KVCache(1, 1, 2, 10, 8))
+        with pytest.raises(TypeError, match="cache must be a KVCache"):
+            model(tokens, {"k": None})
+        with pytest.raises(TypeError, match="explicit must be True or False, got 'no'"):
+            model(tokens, explicit="no")
+        with pytest.raises(ValueError, match="layer must be given with a cache"):
+            model.blocks[0](torch.zeros(1, 3, 16), model.new_cache(1, 10))
+    with pytest.raises(RuntimeError, match=r"a KV cache is for generation: call the model under torch.no_grad\(\)"):
+        model(tokens, model.new_cache(1, 10))
+    with torch.no_grad():  # frozen weights: the check is about gradients, so this may run
+        frozen = _gpt().requires_grad_(False)
+    frozen(tokens, frozen.new_cache(1, 10))
+    with pytest.raises(TypeError, match="GPTBlock has no PyTorch layer to copy"):
+        GPTBlock.from_torch(torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, norm_first=True))
+    attention = CachedSelfAttention(16, 2).eval()
+    x = torch.randn(2, 3, 16)
+    attention.cache = KVCache(1, 2, 2, 8, 8)
+    for bad in ({"key_padding_mask": torch.zeros(2, 3, dtype=torch.bool)}, {"mask": torch.ones(3, 3, dtype=torch.bool)},
+                {"is_causal": True}):
+        with pytest.raises(ValueError, match="the cache's bottom-right causal mask is the only mask"):
+            attention(x, **bad)
+    with pytest.raises(ValueError, match="self-attention only"):
+        attention(x, torch.randn(2, 4, 16))
+    assert attention.cache.length == 0 and attention.cache.k.abs().sum() == 0, "nothing was written"
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda m: next_token(torch.zeros(1, 4), temperature=True), ValueError, "temperature must be a finite number"),
+    (lambda m: next_token(torch.zeros(1, 4), temperature=float("nan")), ValueError, "temperature must be a finite"),
+    (lambda m: next_token(torch.zeros(1, 4), temperature=float("inf")), ValueError, "temperature must be a finite"),
+    (lambda m: next_token(torch.zeros(1, 4), top_p="0.5"), ValueError, r"top_p must be a number in \(0, 1\]"),
+    (lambda m: next_token(torch.zeros(1, 4), top_k=2.0), TypeError, "top_k must be an int, got float"),
+    (lambda m: generate(m, torch.tensor([[1]]), 2, use_cache="no"), TypeError, "use_cache must be True or False"),
+    (lambda m: generate(m, torch.tensor([[1]]), 2, seed=1.5), TypeError, "seed must be an int, got float"),
+    (lambda m: generate(m, torch.tensor([[1]]), 2.0), TypeError, "new_tokens must be an int, got float"),
+    (lambda m: KVCache(2.0, 1, 2, 8, 8), TypeError, "num_layers must be an int, got float"),
+    (lambda m: train_gpt(torch.arange(50), 50, context=0), ValueError, "context must be an int >= 1, got 0"),
+    (lambda m: train_gpt(torch.arange(50), 50, warmup=0), ValueError, "warmup must be an int >= 1, got 0"),
+    (lambda m: train_gpt(torch.arange(50.0), 50, context=8), ValueError, "ids must be a 1-D tensor of int64"),
+    (lambda m: train_gpt(torch.arange(50), 40, context=8), ValueError, r"ids holds ids outside 0\.\.39: min 0, max 49"),
+])
+def test_chapter_12_names_the_argument_that_is_wrong(call, error, match):
+    """A review of issue 26: these gave torch's messages (multinomial's 'probability tensor contains inf, nan',
+    '<' not supported, ZeroDivisionError, manual_seed expected a long), a NaN loss, or ran with a truthy string."""
+    with pytest.raises(error, match=match):
+        call(_gpt())

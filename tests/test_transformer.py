@@ -418,3 +418,22 @@ def test_checkpoint_averaging_and_the_smoothing_optimum():
     assert smoothing_optimum(0.1, 94) == pytest.approx(0.9 + 0.1 / 94)
     with pytest.raises(ValueError, match="epsilon must be in"):
         smoothing_optimum(1.0, 94)
+
+
+def test_train_translator_refuses_what_would_train_the_wrong_model():
+    """A review of issue 26: train_translator(**architecture) passed pad_id=5 on (the model then masked token 5 while
+    the data pads with 0), a typo reached Transformer after the batches were drawn, use_warmup="no" turned
+    warm-up on, and snapshot_at beyond the run returned nothing."""
+    for bad, error, match in (
+        ({"pad_id": 5}, TypeError, r"unexpected keyword arguments \['pad_id'\]"),
+        ({"vocab_size": 10}, TypeError, r"unexpected keyword arguments \['vocab_size'\]"),
+        ({"sede": 3}, TypeError, r"unexpected keyword arguments \['sede'\]: besides its own it takes only"),
+        ({"use_warmup": "no"}, TypeError, "use_warmup must be True or False, got 'no'"),
+        ({"snapshot_at": 5}, ValueError, r"snapshot_at must be a tuple of steps in 1\.\.2, got 5"),
+        ({"snapshot_at": (3,)}, ValueError, r"snapshot_at must be a tuple of steps in 1\.\.2, got \(3,\)"),
+        ({"seed": "a"}, TypeError, "seed must be an int, got str"),
+    ):
+        with pytest.raises(error, match=match):
+            train_translator(steps=2, batch=2, **bad)
+    with pytest.raises(TypeError, match="use_warmup must be True or False, got 'no'"):
+        noam_rate(1, 32, 100, "no")

@@ -417,3 +417,30 @@ def test_decoder_block_docstrings_do_not_answer_exercise_6_6():
     text = " ".join(inspect.getdoc(f) or "" for f in (DecoderBlock, DecoderBlock.forward, DecoderBlock._ca))
     for answer in ("T_dec, T_enc", "T_q, T_k", "T_enc, T_dec", "T_k, T_q"):
         assert answer not in text, answer
+
+
+@pytest.mark.parametrize("activation, act", [("swiglu", F.silu), ("geglu", F.gelu)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_gated_ffn_equals_the_formula_written_out(activation, act, bias):
+    """A review of issue 26: GatedFeedForward (now a FeedForward) was tested only for shapes, counts and refusals.
+    (act(X W + b) * (X V + c)) W2 + b2, written out with the module's own matrices, in float64."""
+    torch.manual_seed(0)
+    ffn = GatedFeedForward(8, 12, activation, bias=bias).double()
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    w, v, w2 = ffn.linear1.weight.T, ffn.up.weight.T, ffn.linear2.weight.T  # (8, 12), (8, 12), (12, 8)
+    b, c, b2 = (layer.bias if bias else 0.0 for layer in (ffn.linear1, ffn.up, ffn.linear2))
+    expected = (act(x @ w + b) * (x @ v + c)) @ w2 + b2
+    assert_close(ffn(x), expected, what=f"{activation} FFN vs its formula")
+    assert sum(p.numel() for p in ffn.parameters()) == 3 * 8 * 12 + (2 * 12 + 8 if bias else 0)
+
+
+def test_what_needs_a_plain_ffn_refuses_a_gated_one():
+    """A review of issue 26: once GatedFeedForward became a FeedForward, ffn_dead_units measured a SwiGLU model
+    (pre-activations <= 0 are not dead units there) and tensor parallelism failed later with KeyError 'swiglu'."""
+    from utils.tensor_parallel import CommLog, TensorParallelFeedForward
+
+    model = Seq2Seq(activation="swiglu")
+    with pytest.raises(ValueError, match="needs plain"):
+        ffn_dead_units(model, torch.randint(3, 29, (2, 5)), torch.randint(3, 29, (2, 6)))
+    with pytest.raises(TypeError, match="shards chapter 6's plain FeedForward .* got GatedFeedForward"):
+        TensorParallelFeedForward(GatedFeedForward(8, 16), 0, 1, CommLog())

@@ -90,8 +90,7 @@ class KVCache:
                  device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> None:
         for name, value in (("num_layers", num_layers), ("batch", batch), ("num_heads", num_heads),
                             ("max_len", max_len), ("d_k", d_k)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            validate.int_at_least(name, value)
         shape = (num_layers, batch, num_heads, max_len, d_k)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
@@ -129,7 +128,11 @@ class CachedSelfAttention(MultiHeadAttention):
     With ``cache`` set (GPTBlock sets it for a call), the new keys and values (B, h, T_new, d_k) are written
     after the cached ones, and the T_new queries attend to all T_k = T_past + T_new keys. Query i of the new
     block is token T_past + i, so it may see keys 0 .. T_past + i: the causal mask is aligned at the
-    BOTTOM-RIGHT corner of the (T_new, T_k) scores (section 8.3), given as ``score_bias``.
+    BOTTOM-RIGHT corner of the (T_new, T_k) scores (section 8.3), given as ``score_bias``. That mask is
+    the only one: with a cache set, other masks, ``is_causal`` and cross-attention are refused (they
+    would be measured against the new tokens only). Chapter 5's RoPE numbers positions from 0, so a
+    rotary model would have to turn the new queries and keys at offset ``cache.length`` before they are
+    cached; the course's GPT adds sinusoids to the embeddings instead.
     """
 
     cache: KVCache | None = None
@@ -137,6 +140,12 @@ class CachedSelfAttention(MultiHeadAttention):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__(d_model, num_heads, dropout, bias, fused_qkv=True)
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor | None = None, value: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None, is_causal: bool = False, need_weights: bool = True,
+                average_weights: bool = True, key_padding_mask: torch.Tensor | None = None):
+        validate.cached_attention_call(self.cache, query, key, value, mask, is_causal, key_padding_mask)
+        return super().forward(query, key, value, mask, is_causal, need_weights, average_weights, key_padding_mask)
 
     def extend_kv(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return (k, v) if self.cache is None else self.cache.update(self.layer, k, v)  # (B, h, T_k, d_k) each
@@ -157,15 +166,24 @@ class GPTBlock(EncoderBlock):
         super().__init__(d_model, num_heads, d_ff, "gelu", norm_first=True, dropout=dropout,
                          attention_dropout=0.0, activation_dropout=0.0)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0,
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int | None = None,
                 explicit: bool = False) -> torch.Tensor:
         """x (B, T_new, d) -> (B, T_new, d), continuing ``cache`` (its layer ``layer``) when one is given.
         ``explicit``: chapter 3's attention (matrix products a FLOP counter sees) instead of SDPA."""
+        validate.block_cache(cache, layer, explicit)
         self.self_attn.cache, self.self_attn.layer = cache, layer
         try:
             return super().forward(x, need_weights=explicit)
         finally:
             self.self_attn.cache = None  # the block holds no cache between calls
+
+    @classmethod
+    def from_torch(cls, layer: nn.Module) -> "GPTBlock":
+        raise TypeError("GPTBlock has no PyTorch layer to copy (its attention is causal, cached, with one fused "
+                        "W_QKV): copy into chapter 6's EncoderBlock.from_torch(layer) instead")
+
+    def load_from_torch(self, layer: nn.Module) -> None:
+        self.from_torch(layer)
 
 
 class GPT(nn.Module):
@@ -194,8 +212,8 @@ class GPT(nn.Module):
         """tokens (B, T_new) -> next-token logits (B, T_new, V). With a cache, the tokens continue the
         cached sequence (positions length .. length + T_new - 1) and the cache is extended. ``explicit``:
         chapter 3's attention in every block, for a FLOP counter."""
+        validate.lm_call(self, tokens, cache, explicit)
         start = 0 if cache is None else cache.length
-        validate.lm_tokens(tokens, self.vocab_size, start, self.max_len)
         x = self.dropout(self.embed(tokens) * math.sqrt(self.d_model) + self.pe[start : start + tokens.size(1)])
         for i, block in enumerate(self.blocks):
             x = block(x, cache, i, explicit)  # (B, T_new, d)
@@ -210,8 +228,7 @@ def train_gpt(ids: torch.Tensor, vocab_size: int, seed: int = 0, steps: int = 15
               d_ff: int = 256, dropout: float = 0.0, device: torch.device | str = "cpu") -> tuple[GPT, list[float]]:
     """Next-token training on random windows of ``ids`` (1-D): AdamW (0.9, 0.95), linear warm-up, then
     constant. Returns the model in eval mode and the loss per step."""
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.numel() <= context + 1:
-        raise ValueError(f"ids must be a 1-D tensor longer than context + 1 = {context + 1}")
+    validate.lm_training(ids, vocab_size, seed, steps, batch, context, warmup)
     torch.manual_seed(seed)
     data = torch.Generator().manual_seed(seed)
     model = GPT(vocab_size, d_model, 4, d_ff, num_layers, dropout=dropout).to(device)
@@ -238,22 +255,7 @@ def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None
     """One token per row of ``logits`` (B, V) -> (B, 1). ``temperature=0`` is greedy (argmax);
     ``top_k`` keeps every logit at least as large as the k-th largest (tied logits are all kept, so more
     than k tokens can remain), ``top_p`` the smallest set with probability >= p."""
-    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
-        raise ValueError(f"logits must be a 2-D floating-point tensor (B, V), got "
-                         f"{getattr(logits, 'shape', type(logits).__name__)}")
-    if torch.isnan(logits).any():
-        raise ValueError(f"logits contain NaN ({int(torch.isnan(logits).sum())} of {logits.numel()} entries): "
-                         "no token can be drawn from them")
-    hopeless = torch.isneginf(logits).all(-1)  # (B,): every token ruled out
-    if hopeless.any():
-        raise ValueError(f"logits row {int(hopeless.nonzero()[0])} is -inf for every token: no token can be drawn "
-                         "from it (was every token masked?)")
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= logits.size(-1)):
-        raise ValueError(f"top_k must be an int in 1..{logits.size(-1)} or None, got {top_k!r}")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")
+    validate.sampling_call(logits, temperature, top_k, top_p)
     if temperature == 0:
         return logits.argmax(-1, keepdim=True)
     logits = logits / temperature
@@ -276,10 +278,7 @@ def generate(model: GPT, prompt: torch.Tensor, new_tokens: int, temperature: flo
     the newest token and reuses the cached keys and values; without, each step recomputes the whole
     prefix. Returns the tokens (B, T_0 + new_tokens) and the logits that chose each new token
     (B, new_tokens, V)."""
-    if not isinstance(new_tokens, int) or isinstance(new_tokens, bool) or new_tokens < 0:
-        raise ValueError(f"new_tokens must be an int >= 0, got {new_tokens!r}")
-    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.size(1) < 1:
-        raise ValueError("prompt must be a (batch, length >= 1) tensor of token ids")
+    validate.generate_call(prompt, new_tokens, seed, use_cache)
     generator = torch.Generator(device=prompt.device).manual_seed(seed)
     cache = model.new_cache(prompt.size(0), prompt.size(1) + new_tokens) if use_cache else None
     tokens, chosen_from = prompt, []

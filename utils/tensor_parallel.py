@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from utils.distributed import rank_device, ring_bytes
 from utils.multihead import MultiHeadAttention, merge_heads, split_heads
-from utils.transformer_blocks import ACTIVATIONS, FeedForward
+from utils.transformer_blocks import ACTIVATIONS, FeedForward, GatedFeedForward
 
 
 class CommLog:
@@ -115,8 +115,9 @@ class TensorParallelFeedForward(nn.Module):
 
     def __init__(self, ffn: FeedForward, rank: int, world_size: int, log: CommLog) -> None:
         super().__init__()
-        if not isinstance(ffn, FeedForward):
-            raise TypeError(f"TensorParallelFeedForward shards chapter 6's FeedForward, got {type(ffn).__name__}")
+        if not isinstance(ffn, FeedForward) or isinstance(ffn, GatedFeedForward):
+            raise TypeError(f"TensorParallelFeedForward shards chapter 6's plain FeedForward (two matrices), got "
+                            f"{type(ffn).__name__}")
         hidden = shard_slice(ffn.linear1.out_features, rank, world_size)
         self.log = log
         self.linear1 = _sliced_linear(ffn.linear1, rows=hidden)  # (d_ff / p, d_model)

@@ -307,6 +307,7 @@ def noam_rate(step: int, d_model: int, warmup: int, use_warmup: bool = True) -> 
     """
     for name, value in (("step", step), ("d_model", d_model), ("warmup", warmup)):
         validate.int_at_least(name, value)
+    validate.flag("use_warmup", use_warmup)  # "no" would be truthy: warm-up on
     if not use_warmup:
         return d_model**-0.5 * max(step, warmup) ** -0.5
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
@@ -337,9 +338,7 @@ def train_translator(
     Returns the model (in eval mode), the history {"loss", "lr"} per step, and copies of the weights
     after each step listed in ``snapshot_at`` (counted from 1).
     """
-    validate.int_at_least("steps", steps)
-    validate.int_at_least("batch", batch)
-    validate.probability("label_smoothing", label_smoothing)
+    validate.translator_training(seed, steps, batch, label_smoothing, use_warmup, snapshot_at, architecture)
     if batches is None:
         batches = training_batches(seed, steps, batch, device)
     elif len(batches) < steps:

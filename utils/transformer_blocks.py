@@ -585,7 +585,7 @@ def ffn_dead_units(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor) -> d
     output of exactly 0, and no gradient through that unit for that token)."""
     captured: list[torch.Tensor] = []
     blocks = [*model.encoder, *model.decoder]
-    if not all(isinstance(b.ffn, FeedForward) for b in blocks):
+    if any(isinstance(b.ffn, GatedFeedForward) for b in blocks):  # a gated FFN is a FeedForward too
         raise ValueError("ffn_dead_units needs plain (non-gated) FFNs")
     hooks = [b.ffn.linear1.register_forward_hook(lambda m, i, out: captured.append(out)) for b in blocks]
     try:

@@ -410,9 +410,119 @@ def encoded_source(memory: object, src_allowed: object, batch: int, d_model: int
                          f"got {describe(src_allowed)}")
 
 
-def lm_tokens(tokens: object, vocab_size: int, start: int, max_len: int) -> None:
-    """A language model's input: (B, T_new) token ids that, from position ``start``, fit in ``max_len``."""
-    token_ids("tokens", tokens, vocab_size)
-    if start + tokens.size(1) > max_len:
-        raise ValueError(f"positions up to {start + tokens.size(1)} exceed max_len={max_len} "
+# --- chapter 12's training loops, language model, KV cache and sampling ------------------------------------
+
+ARCHITECTURE = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "tied")  # what a trainer passes on
+
+
+def translator_training(seed: object, steps: object, batch: object, label_smoothing: object, use_warmup: object,
+                        snapshot_at: object, architecture: dict) -> None:
+    """``train_translator``'s arguments; ``architecture`` may hold only Transformer's ARCHITECTURE keywords
+    (the vocabulary and the padding id are the task's: another pad_id would mask the wrong token)."""
+    int_at_least("seed", seed, 0)
+    int_at_least("steps", steps)
+    int_at_least("batch", batch)
+    probability("label_smoothing", label_smoothing)
+    flag("use_warmup", use_warmup)  # "no" would be truthy: warm-up on
+    unknown = sorted(set(architecture) - set(ARCHITECTURE))
+    if unknown:
+        raise TypeError(f"train_translator got unexpected keyword arguments {unknown}: besides its own it takes "
+                        f"only the Transformer's {', '.join(ARCHITECTURE)}")
+    if not isinstance(snapshot_at, (tuple, list)) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= steps for s in snapshot_at):
+        raise ValueError(f"snapshot_at must be a tuple of steps in 1..{steps}, got {snapshot_at!r}")
+
+
+def lm_training(ids: object, vocab_size: object, seed: object, steps: object, batch: object, context: object,
+                warmup: object) -> None:
+    """``train_gpt``'s arguments: ``ids`` a 1-D int64 tensor of ids below ``vocab_size``, longer than a window."""
+    for name, value in (("vocab_size", vocab_size), ("steps", steps), ("batch", batch), ("context", context),
+                        ("warmup", warmup)):
+        int_at_least(name, value)
+    int_at_least("seed", seed, 0)
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.dtype != torch.long or ids.numel() <= context + 1:
+        raise ValueError(f"ids must be a 1-D tensor of int64 token ids longer than context + 1 = {context + 1}, "
+                         f"got {describe(ids)}")
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        raise ValueError(f"ids holds ids outside 0..{vocab_size - 1}: min {int(ids.min())}, max {int(ids.max())}")
+
+
+def lm_call(model: nn.Module, tokens: object, cache: object, explicit: object) -> None:
+    """A language model's input: (B, T_new) token ids and, if given, a cache made for this model and batch,
+    written under ``torch.no_grad()``, with room for the new positions."""
+    token_ids("tokens", tokens, model.vocab_size)
+    flag("explicit", explicit)
+    start = 0
+    if cache is not None:
+        if not all(hasattr(cache, name) for name in ("k", "v", "length", "update")):  # chapter 12's KVCache
+            raise TypeError(f"cache must be a KVCache (model.new_cache(batch)), got {type(cache).__name__}")
+        weight = model.embed.weight
+        expected = (model.num_layers, tokens.size(0), model.num_heads, model.d_model // model.num_heads)
+        got = (*cache.k.shape[:3], cache.k.shape[4])
+        if got != expected:
+            raise ValueError(f"cache must hold (layers, batch, heads, d_k) = {expected} for this model and tokens' "
+                             f"batch of {tokens.size(0)}, got {got}: make it with model.new_cache(batch)")
+        if (cache.k.dtype, cache.k.device) != (weight.dtype, weight.device):
+            raise ValueError(f"cache must have the model's dtype and device ({weight.dtype}, {weight.device}), got "
+                             f"({cache.k.dtype}, {cache.k.device}): make it with model.new_cache(batch)")
+        if torch.is_grad_enabled() and weight.requires_grad:
+            raise RuntimeError("a KV cache is for generation: call the model under torch.no_grad() (the cache is "
+                               "written in place, so no gradient could flow back through it)")
+        start = cache.length
+    if start + tokens.size(1) > model.max_len:
+        raise ValueError(f"positions up to {start + tokens.size(1)} exceed max_len={model.max_len} "
                          f"({start} cached + {tokens.size(1)} new tokens)")
+
+
+def block_cache(cache: object, layer: object, explicit: object) -> None:
+    """A cached block is told which of the cache's layers is its own (a default would make every block
+    write layer 0)."""
+    flag("explicit", explicit)
+    if cache is not None and layer is None:
+        raise ValueError("layer must be given with a cache: the index of this block's layer in the cache "
+                         "(every block writes its own layer)")
+
+
+def cached_attention_call(cache: object, query: object, key: object, value: object, mask: object, is_causal: object,
+                          key_padding_mask: object) -> None:
+    """With a cache, attention is self-attention under the cache's own causal mask, and nothing else: a mask,
+    padding mask or is_causal would be measured against the new tokens only, not the cached ones."""
+    if cache is None:
+        return
+    if (key is not None and key is not query) or (value is not None and value is not query):
+        raise ValueError("with a cache, CachedSelfAttention is self-attention only: pass the query alone")
+    if mask is not None or key_padding_mask is not None or is_causal is not False:
+        raise ValueError("with a cache, the cache's bottom-right causal mask is the only mask: mask, "
+                         "key_padding_mask and is_causal would apply to the new tokens only (pass none of them)")
+
+
+def sampling_call(logits: object, temperature: object, top_k: object, top_p: object) -> None:
+    """``next_token``'s arguments: (B, V) float logits from which every row can draw a token, a finite
+    temperature >= 0, top_k in 1..V or None, top_p in (0, 1] or None."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
+        raise ValueError(f"logits must be a 2-D floating-point tensor (B, V), got {describe(logits)}")
+    if torch.isnan(logits).any():
+        raise ValueError(f"logits contain NaN ({int(torch.isnan(logits).sum())} of {logits.numel()} entries): "
+                         "no token can be drawn from them")
+    hopeless = torch.isneginf(logits).all(-1)  # (B,): every token ruled out
+    if hopeless.any():
+        raise ValueError(f"logits row {int(hopeless.nonzero()[0])} is -inf for every token: no token can be drawn "
+                         "from it (was every token masked?)")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
+            math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None:
+        int_at_least("top_k", top_k)
+        if top_k > logits.size(-1):
+            raise ValueError(f"top_k must be an int in 1..{logits.size(-1)} (the vocabulary) or None, got {top_k}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be a number in (0, 1] or None, got {top_p!r}")
+
+
+def generate_call(prompt: object, new_tokens: object, seed: object, use_cache: object) -> None:
+    """``generate``'s arguments (the model checks the prompt's ids)."""
+    int_at_least("new_tokens", new_tokens, 0)
+    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.size(1) < 1:
+        raise ValueError(f"prompt must be a (batch, length >= 1) tensor of token ids, got {describe(prompt)}")
+    int_at_least("seed", seed, 0)
+    flag("use_cache", use_cache)
