@@ -249,7 +249,7 @@ def pairs_task_batch(
     to predict); ``match`` (n, T), the position of the other occurrence; ``match_tag`` (n, T), its tag.
     """
     for name, value in (("n", n), ("vocab", vocab), ("tags", tags)):
-        validate.positive_int(name, value)
+        validate.int_at_least(name, value)
     validate.generator("generator", generator)
     length = 2 * vocab
     tokens = torch.rand(n, length, generator=generator).argsort(dim=-1) % vocab  # (n, T): each token twice
@@ -272,7 +272,7 @@ class PairsModel(nn.Module):
         self, vocab: int = 8, tags: int = 4, d_model: int = 32, num_heads: int = 2, num_layers: int = 1
     ) -> None:
         super().__init__()
-        validate.positive_int("num_layers", num_layers)
+        validate.int_at_least("num_layers", num_layers)
         self.length = 2 * vocab
         self.token_embedding = nn.Embedding(vocab, d_model)
         self.tag_embedding = nn.Embedding(tags, d_model)
@@ -344,7 +344,7 @@ def train_pairs_model(
     with ``until_solved`` training stops as soon as both reach ``SOLVED`` (at most ``steps`` steps).
     """
     for name, value in (("steps", steps), ("batch_size", batch_size), ("check_every", check_every)):
-        validate.positive_int(name, value)
+        validate.int_at_least(name, value)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     test = pairs_task_batch(512, torch.Generator().manual_seed(123), device=device)

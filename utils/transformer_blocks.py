@@ -319,8 +319,8 @@ def reversal_batch(
     (B, max_len + 1) = BOS + reversal, and ``tgt_out`` (B, max_len + 1) = reversal + EOS (the
     next-token targets), both padded with PAD on the right.
     """
-    validate.positive_int("batch", batch)
-    validate.positive_int("min_len", min_len)
+    validate.int_at_least("batch", batch)
+    validate.int_at_least("min_len", min_len)
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < min_len:
         raise ValueError(f"max_len must be an int >= min_len={min_len}, got {max_len!r}")
     lengths = torch.randint(min_len, max_len + 1, (batch,), generator=generator)
@@ -337,7 +337,7 @@ def reversal_batch(
 
 def source_tensor(text: str, max_len: int = 8, device: torch.device | str = "cpu") -> torch.Tensor:
     """One string -> a right-aligned source row (1, max_len), as in ``reversal_batch``."""
-    validate.positive_int("max_len", max_len)
+    validate.int_at_least("max_len", max_len)
     ids = encode_text(text)[:max_len]
     return torch.tensor([[PAD] * (max_len - len(ids)) + ids], dtype=torch.long, device=device)
 
@@ -351,8 +351,8 @@ class Seq2Seq(nn.Module):
         d_ff: int = 128, activation: str = "relu", norm_first: bool = False, dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        validate.positive_int("vocab", vocab)
-        validate.positive_int("n_layers", n_layers)
+        validate.int_at_least("vocab", vocab)
+        validate.int_at_least("n_layers", n_layers)
         self.vocab, self.d_model = vocab, d_model
         self.embed = nn.Embedding(vocab, d_model, padding_idx=PAD)
         self.encoder = nn.ModuleList(
@@ -404,7 +404,7 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, max_len: int) -> torch.Tens
     are not predictions). The model runs in eval mode (dropout off, so decoding is deterministic) and
     is left in the mode it was in.
     """
-    validate.positive_int("max_len", max_len)
+    validate.int_at_least("max_len", max_len)
     was_training = model.training
     model.eval()
     try:
@@ -447,8 +447,8 @@ def train_seq2seq(
     and the second pass is trained on the gold targets. Returns the loss per step and copies of
     the model's weights after each step listed in ``snapshot_at`` (steps counted from 1).
     """
-    validate.positive_int("steps", steps)
-    validate.positive_int("warmup", warmup)
+    validate.int_at_least("steps", steps)
+    validate.int_at_least("warmup", warmup)
     if isinstance(cooldown, bool) or not isinstance(cooldown, int) or not 0 <= cooldown <= steps:
         raise ValueError(f"cooldown must be an int in 0..steps={steps}, got {cooldown!r}")
     if not 0.0 <= sampling_prob <= 1.0:

@@ -31,15 +31,30 @@ def int_at_least(name: str, value: object, minimum: int = 1) -> None:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
 
 
-# The old name of int_at_least (the same check, not a second one), kept only while chapters 4 and 6 still
-# call it; new code calls int_at_least.
-positive_int = int_at_least
-
-
 def sizes(**values: object) -> None:
     """Each keyword argument is a size, an int >= 1 (``int_at_least``, named by its keyword)."""
     for name, value in values.items():
         int_at_least(name, value)
+
+
+def integer(name: str, value: object) -> None:
+    """``value`` is an int of any sign (a seed), not a bool: ``int_at_least`` without a bound."""
+    int_at_least(name, value, -math.inf)
+
+
+def index(name: str, value: object, count: int) -> None:
+    """``value`` is an int in 0 .. count - 1 (a rank among ``count`` ranks, a head among ``count`` heads):
+    TypeError for a non-int, ValueError outside the range."""
+    integer(name, value)
+    if not 0 <= value < count:
+        raise ValueError(f"{name} must be an int in 0..{count - 1}, got {value}")
+
+
+def power_of_two(name: str, value: object, minimum: int = 1) -> None:
+    """``value`` is a power of two >= ``minimum`` (a Triton block size)."""
+    int_at_least(name, value, minimum)
+    if value & (value - 1):
+        raise ValueError(f"{name} must be a power of two, got {value}")
 
 
 def probability(name: str, value: object) -> None:
