@@ -145,6 +145,9 @@ def status(workspace: Path = WORKSPACE, source: Path | None = None) -> list[str]
 # get notified about official Jupyter news?" prompt and no update check (the course runs offline). A
 # learner's own settings still win; the folder joins JUPYTER_CONFIG_PATH only for the Lab we start.
 LAB_CONFIG = Path(__file__).resolve().parent / "lab_config"
+# The course's own Lab extension (issue 30; hand-written, no build): text outputs keep their lines and
+# scroll in their box instead of wrapping, and every figure gets its cell's description as alt text.
+LAB_EXTENSIONS = LAB_CONFIG / "labextensions"
 
 
 def lab_environment(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -155,9 +158,11 @@ def lab_environment(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def lab_command(workspace: Path = WORKSPACE, extra: list[str] | None = None) -> list[str]:
-    """The JupyterLab command line: root folder the workspace, --allow-root when run as root, and no
-    "Would you like to receive official Jupyter news?" prompt (news off: the course runs offline)."""
-    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={workspace}", "--LabApp.news_url=None"]
+    """The JupyterLab command line: root folder the workspace, --allow-root when run as root, no
+    "Would you like to receive official Jupyter news?" prompt (news off: the course runs offline), and
+    the course's Lab extension (LAB_EXTENSIONS)."""
+    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={workspace}", "--LabApp.news_url=None",
+               f"--LabApp.extra_labextensions_path={LAB_EXTENSIONS}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     return command + list(extra or [])

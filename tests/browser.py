@@ -378,3 +378,138 @@ def layout(t: Tab) -> dict:
     """Issue 30.2/30.3 for the page open in ``t``: ``cut`` (content reachable only by sideways scrolling)
     and ``wrapped`` (code or text-output lines that wrap), each entry naming the element."""
     return t.page.evaluate(LAYOUT_JS)
+
+
+# Issue 30.2, 30.3 and 30.5 in JupyterLab, on the notebook open in the page (as JupyterLab draws it, at
+# the 1366 px window with the file browser open):
+# `cut`: every display equation (KaTeX from jupyterlab-myst, or MathJax), Mermaid diagram and image whose
+# drawn extent (its box, or its content where wider: scrollWidth) passes the visible box of any ancestor
+# that clips or scrolls (a cell's input area, the myst block, the equation's scroll box, an output, the
+# notebook itself), so that part of it is hidden or reachable only by scrolling sideways; and anything
+# that makes the notebook itself scroll sideways. `smallDiagramText`: a Mermaid diagram whose smallest
+# label, as displayed, is under MIN_DIAGRAM_PX (jupyterlab-myst shrinks a diagram wider than the cell).
+# `wrapped`: a code cell's editor that wraps a line (CodeMirror's lineWrapping, or a line drawn taller than
+# one line) and a cell's text output whose white-space is not `pre` or that is drawn taller than its
+# lines at one line each. Text a widget prints (its Output area) is not counted, as in the book.
+# `scrolling`: editors and text outputs with a line wider than their box, which scrolls inside the box
+# (allowed: reported). `noAlt`: every image in the notebook without alt text; `undescribed`: a figure
+# outside a widget whose alt text is the course extension's fallback (its cell has no description).
+LAB_LAYOUT_JS = """
+([undescribedAlt, minDiagramPx]) => {
+  const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find((p) => !p.classList.contains('lm-mod-hidden'));
+  const notebook = panel && panel.querySelector('.jp-Notebook');
+  if (!notebook) return {error: 'no notebook open'};
+  const cells = [...notebook.querySelectorAll('.jp-Cell')];
+  const short = (text) => (text || '').replace(/\\s+/g, ' ').trim().slice(0, 90);
+  const where = (el) => {
+    const cell = el.closest('.jp-Cell');
+    return cell ? `cell ${cells.indexOf(cell) + 1}` : 'outside the cells';
+  };
+  // the first ancestor (or the element itself, for its own content) whose visible box does not hold the
+  // extent [left, right] of the element: null when all of it is in view without scrolling sideways
+  const clipper = (el, left, right) => {
+    for (let up = el; up && up !== document.documentElement; up = up.parentElement) {
+      if (getComputedStyle(up).overflowX === 'visible') continue;
+      if (up === el) {
+        if (el.scrollWidth > el.clientWidth + 1) return el;
+        continue;
+      }
+      const box = up.getBoundingClientRect();
+      const inner = box.left + up.clientLeft;
+      if (left < inner - 1 || right > inner + up.clientWidth + 1) return up;
+    }
+    return null;
+  };
+  const name = (el) => `<${el.tagName.toLowerCase()} class="${String(el.className.baseVal ?? el.className).slice(0, 40)}">`;
+  const cut = [];
+  const check = (what, el, label) => {
+    const box = el.getBoundingClientRect();
+    const right = box.left + Math.max(box.width, el.scrollWidth || 0);
+    const by = clipper(el, box.left, right);
+    if (by) cut.push(`${what} in ${where(el)}, ${(right - box.left).toFixed(0)} px, cut by ${name(by)} `
+                     + `${by === el ? el.clientWidth : by.clientWidth} px wide: ${short(label)}`);
+  };
+  const equations = [...notebook.querySelectorAll('.katex-display, mjx-container[display="true"]')];
+  for (const eq of equations) {
+    const tex = eq.querySelector('annotation[encoding="application/x-tex"]');
+    check('equation', eq, tex ? tex.textContent : eq.textContent);
+  }
+  const diagrams = [...notebook.querySelectorAll('svg[aria-roledescription]')];
+  // jupyterlab-myst draws a diagram at most as wide as its cell (width 100%): one too wide for the column
+  // is shrunk rather than cut, so its smallest label, as displayed, is measured too (the book's limit)
+  const smallDiagramText = [];
+  for (const svg of diagrams) {
+    const labels = [...svg.querySelectorAll('.nodeLabel, .edgeLabel, text')].filter((l) => l.textContent.trim());
+    check('diagram', svg, labels.map((l) => l.textContent).join(' | '));
+    let smallest = Infinity;
+    for (const label of labels) {
+      const holder = label.closest('foreignObject, text') || label;
+      const ctm = holder.getScreenCTM ? holder.getScreenCTM() : null;
+      smallest = Math.min(smallest, parseFloat(getComputedStyle(label).fontSize) * (ctm ? Math.hypot(ctm.a, ctm.b) : 1));
+    }
+    if (smallest < minDiagramPx) smallDiagramText.push(`diagram in ${where(svg)}: labels ${smallest.toFixed(1)} px: ${short(labels.map((l) => l.textContent).join(' | '))}`);
+  }
+  const images = [...notebook.querySelectorAll('img')];
+  for (const img of images) check('image', img, img.getAttribute('alt') || img.src);
+  const scroller = notebook.closest('.jp-WindowedPanel-outer') || notebook;
+  if (scroller.scrollWidth > scroller.clientWidth + 1) {
+    const limit = scroller.getBoundingClientRect().right + 1;
+    const inOwnBox = (el) => {  // inside a box below the notebook that clips or scrolls by itself
+      for (let up = el.parentElement; up && up !== scroller; up = up.parentElement) {
+        if (getComputedStyle(up).overflowX !== 'visible') return true;
+      }
+      return false;
+    };
+    const out = [...scroller.querySelectorAll('*')].filter((el) => el.getBoundingClientRect().right > limit && !inOwnBox(el));
+    cut.push(`the notebook scrolls sideways, ${scroller.scrollWidth} px in ${scroller.clientWidth} px: `
+             + out.slice(0, 3).map((el) => `${where(el)} ${name(el)} ${short(el.textContent).slice(0, 50)}`).join('; '));
+  }
+  const wrapped = [];
+  const scrolling = [];
+  const editors = [...notebook.querySelectorAll('.jp-CodeCell .jp-Cell-inputArea .cm-content')];
+  for (const editor of editors) {
+    const style = getComputedStyle(editor);
+    const lines = [...editor.querySelectorAll('.cm-line')];
+    const lineHeight = parseFloat(getComputedStyle(lines[0] || editor).lineHeight) || 1.2 * parseFloat(style.fontSize);
+    if (editor.classList.contains('cm-lineWrapping') || style.whiteSpace !== 'pre') {
+      wrapped.push(`code in ${where(editor)}: white-space ${style.whiteSpace}: ${short(lines[0] && lines[0].textContent)}`);
+      continue;
+    }
+    const tall = lines.find((line) => line.getBoundingClientRect().height > 1.5 * lineHeight);
+    if (tall) wrapped.push(`code in ${where(editor)}: a line drawn ${(tall.getBoundingClientRect().height / lineHeight).toFixed(1)} lines high: ${short(tall.textContent)}`);
+    const box = editor.closest('.cm-scroller') || editor;
+    if (box.scrollWidth > box.clientWidth + 1) scrolling.push(`code in ${where(editor)}: ${box.scrollWidth} > ${box.clientWidth} px`);
+  }
+  const outputs = [...notebook.querySelectorAll('.jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output > pre')];
+  for (const pre of outputs) {
+    const style = getComputedStyle(pre);
+    const text = pre.textContent.replace(/\\n$/, '');
+    const lines = text.split('\\n');
+    const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+    const lineHeight = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
+    const height = pre.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+    if (style.whiteSpace !== 'pre') {
+      wrapped.push(`output of ${where(pre)}: white-space ${style.whiteSpace}: ${short(longest)}`);
+    } else if (height > (lines.length + 0.5) * lineHeight) {
+      wrapped.push(`output of ${where(pre)}: ${lines.length} lines drawn ${(height / lineHeight).toFixed(1)} lines high: ${short(longest)}`);
+    } else if (pre.scrollWidth > pre.clientWidth + 1) {
+      scrolling.push(`output of ${where(pre)}: ${pre.scrollWidth} > ${pre.clientWidth} px: ${short(longest)}`);
+    }
+  }
+  const noAlt = images.filter((img) => !(img.getAttribute('alt') || '').trim()).map((img) => `image in ${where(img)}`);
+  const undescribed = images.filter((img) => (img.getAttribute('alt') || '') === undescribedAlt
+    && !img.closest('.jupyter-widgets, .widget-output')).map((img) => `image in ${where(img)}`);
+  return {cut, wrapped, scrolling, noAlt, undescribed, smallDiagramText, checked: {
+    equations: equations.length, diagrams: diagrams.length, images: images.length,
+    editors: editors.length, outputs: outputs.length}};
+}
+"""
+# The alt text the course extension gives a figure whose cell has no description (static/remoteEntry.js).
+LAB_UNDESCRIBED = "A figure drawn by this cell (the cell's metadata has no description of it)."
+
+
+def lab_layout(page) -> dict:
+    """Issue 30.2/30.3/30.5 on the notebook open in JupyterLab: ``cut``, ``smallDiagramText``, ``wrapped``,
+    ``noAlt`` and ``undescribed`` list what fails (each entry names the cell); ``scrolling`` and ``checked``
+    inform."""
+    return page.evaluate(LAB_LAYOUT_JS, [LAB_UNDESCRIBED, MIN_DIAGRAM_PX])

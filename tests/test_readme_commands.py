@@ -259,6 +259,9 @@ def test_the_remote_lab_command_works_as_written(tmp_path):
         # Issue 30.6: a fresh learner is not greeted by the "Jupyter news?" prompt: the news feed is off
         # and the setting that the prompt asks about defaults to "false" (the prompt shows only at "none").
         assert config and json.loads(config.group(1))["news"] == {"disabled": True}
+        # Issue 30.3/30.5: the course's Lab extension (outputs keep their lines, figures get alt text) is served
+        served = {e["name"]: e for e in json.loads(config.group(1))["federated_extensions"]}
+        assert served["transformer-course-lab"]["extension"] == "./extension", sorted(served)
         settings_url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification"
         with urllib.request.urlopen(f"{settings_url}?token={token}", timeout=30) as page:
             schema = json.load(page)["schema"]["properties"]
