@@ -148,6 +148,8 @@ LAB_CONFIG = Path(__file__).resolve().parent / "lab_config"
 # The course's own Lab extension (issue 30; hand-written, no build): text outputs keep their lines and
 # scroll in their box instead of wrapping, and every figure gets its cell's description as alt text.
 LAB_EXTENSIONS = LAB_CONFIG / "labextensions"
+# The options that make a Lab the course's (the learner's `lab` command and the hub's single-user servers).
+LAB_OPTIONS = ("--LabApp.news_url=None", f"--LabApp.extra_labextensions_path={LAB_EXTENSIONS}")
 
 
 def lab_environment(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -161,8 +163,7 @@ def lab_command(workspace: Path = WORKSPACE, extra: list[str] | None = None) -> 
     """The JupyterLab command line: root folder the workspace, --allow-root when run as root, no
     "Would you like to receive official Jupyter news?" prompt (news off: the course runs offline), and
     the course's Lab extension (LAB_EXTENSIONS)."""
-    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={workspace}", "--LabApp.news_url=None",
-               f"--LabApp.extra_labextensions_path={LAB_EXTENSIONS}"]
+    command = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={workspace}", *LAB_OPTIONS]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     return command + list(extra or [])

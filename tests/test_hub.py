@@ -139,6 +139,14 @@ def test_hub_serves_collects_and_grades_a_class(hub, class_users, tmp_path):
         # The server's root folder is ~/my-work, holding every chapter, owned by the user.
         listing = requests.get(f"{base}/contents", headers=headers, timeout=60)
         assert listing.status_code == 200, listing.text
+        # The student's Lab is the course's (issue 30): no news prompt, and the course's extension served
+        # (text outputs keep their lines, every figure has its cell's alt text).
+        lab = requests.get(f"{hub.url}/user/{user}/lab", headers=headers, timeout=60)
+        config = re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', lab.text, re.S)
+        assert lab.status_code == 200 and config, (lab.status_code, lab.text[:300])
+        assert json.loads(config.group(1))["news"] == {"disabled": True}
+        served = {e["name"] for e in json.loads(config.group(1))["federated_extensions"]}
+        assert "transformer-course-lab" in served, sorted(served)
         assert sorted(c["name"] for c in listing.json()["content"] if c["type"] == "notebook") == chapters
         assert all(p.stat().st_uid == account.pw_uid for p in Path(account.pw_dir, "my-work").iterdir())
         notebook = requests.get(f"{base}/contents/{name}", headers=headers, timeout=60).json()["content"]

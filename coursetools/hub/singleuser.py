@@ -1,5 +1,6 @@
 """A student's server, as the student: create ~/my-work/ from the course's chapters, then start
-jupyterhub-singleuser there (the hub's CourseSpawner runs this; arguments are passed on).
+jupyterhub-singleuser there with the course's Lab settings and extension, as a learner's own
+`python -m coursetools.workspace lab` has them (the hub's CourseSpawner runs this; arguments are passed on).
 
 ``~/my-work`` receives only the chapters the student does not have yet (coursetools.workspace.create):
 a notebook already there is never overwritten, so a chapter added to the course later appears at the
@@ -23,7 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     if copied:
         print(f"coursetools.hub: copied {len(copied)} chapter(s) into {work}", file=sys.stderr, flush=True)
     os.chdir(work)
-    command = [sys.executable, "-m", "jupyterhub.singleuser", f"--ServerApp.root_dir={work}", *argv]
+    # the learner's own Lab: the course's defaults (no news prompt) and its extension (outputs, alt text)
+    command = [sys.executable, "-m", "jupyterhub.singleuser", f"--ServerApp.root_dir={work}", *workspace.LAB_OPTIONS,
+               *argv]
+    os.environ.update(workspace.lab_environment())
     os.execv(command[0], command)
     return 1  # not reached
 
