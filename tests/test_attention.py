@@ -170,8 +170,11 @@ def test_ambiguous_masks_and_bad_arguments_are_refused(kwargs, error, message):
          ValueError, r"allowed of shape \(3, 5\) must broadcast to the scores' shape \(3, 4\)"),
         (lambda: stable_softmax(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool, device="meta")),
          ValueError, "allowed is on meta but scores are on cpu"),
-        (lambda: attention_gradients(0, True), ValueError, "d_k must be a positive int"),
-        (lambda: dot_product_variance(8, samples=1), ValueError, "at least 2"),
+        (lambda: attention_gradients(0, True), ValueError, "d_k must be an int >= 1, got 0"),
+        (lambda: attention_gradients(8.0, True), TypeError, "d_k must be an int, got float 8.0"),
+        (lambda: dot_product_variance(8, samples=1), ValueError, "samples must be an int >= 2, got 1"),
+        (lambda: causal_mask(2.0, 3), TypeError, "t_q must be an int, got float 2.0"),
+        (lambda: padding_mask(torch.tensor([2]), True), TypeError, "t_k must be an int, got bool True"),
     ],
 )
 def test_invalid_input_gives_a_clear_error(make, error, message):

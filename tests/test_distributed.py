@@ -99,8 +99,10 @@ def test_a_hung_group_times_out_and_leaves_nothing_running(fn):
 def test_run_on_ranks_validates_its_arguments():
     with pytest.raises(TypeError, match="module-level function"):
         run_on_ranks(lambda rank, world: rank, 2)
-    with pytest.raises(ValueError, match="world_size must be a positive int"):
+    with pytest.raises(ValueError, match="world_size must be an int >= 1, got 0"):
         run_on_ranks(_rank_and_sum, 0, backend="gloo")
+    with pytest.raises(TypeError, match="world_size must be an int, got float 2.0"):
+        run_on_ranks(_rank_and_sum, 2.0, backend="gloo")
     with pytest.raises(ValueError, match="timeout must be a positive number"):
         run_on_ranks(_rank_and_sum, 2, timeout=0, backend="gloo")
     with pytest.raises(ValueError, match="backend must be"):
@@ -444,7 +446,7 @@ def test_ring_bytes_are_exact_only_when_p_divides_n():
 
 def test_ring_bytes_validates_world_size_for_every_collective():
     for world_size in (0, -5):
-        with pytest.raises(ValueError, match="world_size must be a positive int"):
+        with pytest.raises(ValueError, match=f"world_size must be an int >= 1, got {world_size}"):
             ring_bytes("broadcast", 800, world_size)
 
 
@@ -490,6 +492,12 @@ def test_gloo_broadcast_tree_sends_each_rank_the_data_once():
     assert gloo_bytes("reduce_scatter", 100, 4) == 2 * ring_bytes("reduce_scatter", 100, 4)
     with pytest.raises(ValueError):
         gloo_bytes("gather", 8, 4)
+    with pytest.raises(ValueError, match="rank must be an int in 0..3, got 4"):
+        gloo_bytes("broadcast", 8, 4, 4)
+    with pytest.raises(TypeError, match="rank must be an int, got bool True"):
+        gloo_bytes("broadcast", 8, 4, True)
+    with pytest.raises(ValueError, match="world_size must be an int >= 1, got 0"):
+        gloo_bytes("broadcast", 8, 0)
 
 
 def test_measured_bytes_match_gloo_s_algorithms_not_always_the_ring_s(measured_bytes):

@@ -233,8 +233,12 @@ def test_input_errors_name_the_argument_what_it_got_and_what_it_needs():
     _error(TypeError, "is_causal must be True or False, got 1", q, q, q, is_causal=1)
     _error(ValueError, "scale must be a finite number", q, q, q, scale=float("nan"))
     _error(ValueError, "scale must be a finite number", q, q, q, scale="0.1")
-    _error(ValueError, "powers of two >= 16", q, q, q, blocks={"forward": (24, 32)})
-    _error(ValueError, "powers of two >= 16", q, q, q, blocks={"dq": (8, 16)})
+    _error(ValueError, re.escape("blocks['forward']'s BLOCK_M must be a power of two, got 24"), q, q, q,
+           blocks={"forward": (24, 32)})
+    _error(ValueError, re.escape("blocks['dq']'s BLOCK_M must be an int >= 16, got 8"), q, q, q, blocks={"dq": (8, 16)})
+    _error(TypeError, re.escape("blocks['dq']'s BLOCK_N must be an int, got float 16.0"), q, q, q,
+           blocks={"dq": (16, 16.0)})
+    _error(ValueError, "powers of two >= 16", q, q, q, blocks={"dq": [16, 16]})
     _error(ValueError, "keys among", q, q, q, blocks={"backward": (16, 16)})
     _error(TypeError, "autotune must be a bool", q, q, q, autotune="yes")
 

@@ -94,11 +94,20 @@ def test_wrong_inputs_raise(make, x, error, fragment):
         make()(x)
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5, (), (4, 0), "8", True])
-def test_bad_normalized_shape_raises(bad):
-    with pytest.raises(ValueError, match="normalized_shape"):
+@pytest.mark.parametrize("bad, error, message", [
+    (0, ValueError, "normalized_shape must be an int >= 1, got 0"),
+    (-3, ValueError, "normalized_shape must be an int >= 1, got -3"),
+    ((), ValueError, "normalized_shape must be a positive int or a non-empty tuple"),
+    ((4, 0), ValueError, "normalized_shape must be an int >= 1, got 0"),
+    (2.5, TypeError, "normalized_shape must be an int, got float 2.5"),
+    ("8", TypeError, "normalized_shape must be an int, got str '8'"),
+    (True, TypeError, "normalized_shape must be an int, got bool True"),
+    ((4, 2.0), TypeError, "normalized_shape must be an int, got float 2.0"),
+])
+def test_bad_normalized_shape_raises(bad, error, message):
+    with pytest.raises(error, match=message):
         LayerNorm(bad)
-    with pytest.raises(ValueError, match="normalized_shape"):
+    with pytest.raises(error, match=message):
         RMSNorm(bad)
 
 
@@ -156,11 +165,15 @@ def test_transformer_lr_is_the_papers_schedule():
     assert math.isclose(transformer_lr(1, 512), 512**-0.5 * 4000**-1.5)  # linear from step 1
     assert math.isclose(transformer_lr(2000, 512), peak / 2) and math.isclose(transformer_lr(16000, 512), peak / 2)
     assert max(transformer_lr(s, 512) for s in range(1, 20000, 7)) <= peak
-    for bad in (0, -1, 1.5):
-        with pytest.raises(ValueError, match="step"):
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=f"step must be an int >= 1, got {bad}"):
             transformer_lr(bad, 512)
-    with pytest.raises(ValueError, match="warmup"):
+    with pytest.raises(TypeError, match="step must be an int, got float 1.5"):
+        transformer_lr(1.5, 512)
+    with pytest.raises(ValueError, match="warmup must be an int >= 1, got 0"):
         transformer_lr(10, 512, 0)
+    with pytest.raises(TypeError, match="d_model must be an int, got bool True"):
+        transformer_lr(10, True)
 
 
 def test_train_norm_stack_records_and_validates():
@@ -169,8 +182,10 @@ def test_train_norm_stack_records_and_validates():
     assert all(0.0 <= s <= 1.0 for s in h["spread"])
     with pytest.raises(ValueError, match="schedule"):
         train_norm_stack(2, True, 1e-2, schedule="cosine", steps=1)
-    with pytest.raises(ValueError, match="warmup"):
+    with pytest.raises(ValueError, match="warmup must be an int >= 1, got 0"):
         train_norm_stack(2, True, 1e-2, warmup=0, schedule="paper", steps=1)
+    with pytest.raises(TypeError, match="warmup must be an int, got float 2.0"):
+        train_norm_stack(2, True, 1e-2, warmup=2.0, steps=1)
     with pytest.raises(ValueError, match="lr"):
         train_norm_stack(2, True, 0.0, steps=1)
 

@@ -44,9 +44,8 @@ def causal_mask(
     j <= i. ``align="bottom_right"``: j <= i + (t_k - t_q), the mask for t_q new queries that follow
     t_k - t_q cached positions (decoding with a key-value cache).
     """
-    for name, value in (("t_q", t_q), ("t_k", t_k)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    validate.int_at_least("t_q", t_q, 0)
+    validate.int_at_least("t_k", t_k, 0)
     if align not in ("top_left", "bottom_right"):
         raise ValueError(f"align must be 'top_left' or 'bottom_right', got {align!r}")
     offset = 0 if align == "top_left" else t_k - t_q
@@ -61,8 +60,7 @@ def padding_mask(lengths: torch.Tensor, t_k: int) -> torch.Tensor:
     if not isinstance(lengths, torch.Tensor) or lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise TypeError(f"lengths must be a 1-D integer tensor (B,), got {getattr(lengths, 'dtype', type(lengths).__name__)} "
                         f"of shape {tuple(getattr(lengths, 'shape', ()))}")
-    if isinstance(t_k, bool) or not isinstance(t_k, int) or t_k < 0:
-        raise ValueError(f"t_k must be an int >= 0, got {t_k!r}")
+    validate.int_at_least("t_k", t_k, 0)
     if lengths.numel() and (lengths.min() < 0 or lengths.max() > t_k):
         raise ValueError(f"lengths must lie in [0, t_k={t_k}], got values from {int(lengths.min())} to {int(lengths.max())}")
     positions = torch.arange(t_k, device=lengths.device)  # (t_k,)

@@ -14,6 +14,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard  # imported here so that forked ranks need not import it again
 from torch.nn.parallel import DistributedDataParallel
 
+from utils import validate  # the argument checks
 from utils.device import one_thread
 from utils.distributed import rank_device
 
@@ -93,8 +94,7 @@ class BucketedAllReduce:
     averages back. ``calls`` counts the all-reduces launched."""
 
     def __init__(self, model: nn.Module, bucket_bytes: int = 16_384) -> None:
-        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
-            raise ValueError(f"bucket_bytes must be a positive int, got {bucket_bytes!r}")
+        validate.int_at_least("bucket_bytes", bucket_bytes)
         params = [p for p in model.parameters() if p.requires_grad][::-1]  # backward's order, roughly
         self.buckets: list[list[nn.Parameter]] = [[]]
         for p in params:

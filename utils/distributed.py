@@ -21,6 +21,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from utils import validate  # the argument checks
+
 DEFAULT_TIMEOUT = 60.0  # seconds a whole run may take before every rank is stopped
 
 
@@ -149,10 +151,8 @@ def run_on_ranks(fn: Callable[..., Any], world_size: int, *args: Any, backend: s
     """
     if not callable(fn) or getattr(fn, "__module__", "__main__") in ("__main__", None) or "<locals>" in getattr(fn, "__qualname__", ""):
         raise TypeError(f"fn must be a module-level function of an importable module (utils.*), got {fn!r:.80}")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    validate.int_at_least("world_size", world_size)
+    validate.positive_number("timeout", timeout)  # seconds
     backend = backend or choose_backend(world_size)
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
@@ -220,13 +220,6 @@ def run_on_ranks(fn: Callable[..., Any], world_size: int, *args: Any, backend: s
     return [results[rank] for rank in range(world_size)]
 
 
-def _check_ranks(rank: object, world_size: object) -> None:
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be an int in [0, {world_size}), got {rank!r}")
-
-
 def mismatched_collectives(rank: int, world_size: int) -> None:
     """A classic bug, on purpose: rank 0 waits in an all-reduce while every other rank waits to receive a
     message from rank 0. Neither call can complete: without a timeout this would hang for ever."""
@@ -244,7 +237,7 @@ def ring_bytes(collective: str, n_bytes: int, world_size: int) -> float:
     (p-1)/p · n, with n the size of the whole (unscattered, gathered) tensor; "broadcast": at most n.
     """
     factors = {"all_reduce": 2.0, "reduce_scatter": 1.0, "all_gather": 1.0}
-    _check_ranks(0, world_size)
+    validate.int_at_least("world_size", world_size)
     if collective == "broadcast":
         return float(n_bytes) if world_size > 1 else 0.0
     if collective not in factors:
@@ -348,7 +341,8 @@ def gloo_bytes(collective: str, n_bytes: int, world_size: int, rank: int = 0, ro
     position v = (rank - root) mod p is below 2^i sends all n bytes to v + 2^i, so the root sends ⌈log2 p⌉ · n
     and half the ranks send nothing.
     """
-    _check_ranks(rank, world_size)
+    validate.int_at_least("world_size", world_size)
+    validate.index("rank", rank, world_size)
     p = world_size
     if collective in ("all_reduce", "reduce_scatter"):
         return ring_bytes("all_reduce", n_bytes, p)
@@ -500,7 +494,7 @@ def scheme_costs(world_size: int, n_params: int, activation_bytes: int, kv_bytes
       sends (2p-1)/p more, counted by ``ring_attention_backward``, not here); the scores of
       a rank's rows would take 4 N²/p bytes, and the largest block it holds at once 4 (N/p)² (contiguous order).
     """
-    _check_ranks(0, world_size)
+    validate.int_at_least("world_size", world_size)
     p = world_size
     grads = 4 * n_params
     return {

@@ -56,8 +56,7 @@ def layer_costs(n: int, d: int, k: int = 3, r: int = 16) -> dict[str, dict[str, 
     sequence, one head): the n×d activations (queries, keys, values, outputs, hidden states), or the
     attention weights, n×n (n×(2r+1) when restricted), whichever is larger."""
     validate.sizes(n=n, d=d, r=r)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-        raise ValueError(f"k must be an int >= 2 (a kernel of width 1 never connects positions), got {k!r}")
+    validate.int_at_least("k", k, 2)  # a kernel of width 1 never connects positions
     return {
         "RNN": {"flops": rnn_flops(n, d), "sequential": n, "path": n - 1, "largest": n * d},
         "LSTM": {"flops": lstm_flops(n, d), "sequential": n, "path": n - 1, "largest": n * d},
@@ -414,8 +413,7 @@ def tiled_vs_sdpa(seed: int, device: torch.device | str = "cpu") -> dict[str, fl
 
     from utils.tolerances import tolerance
 
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
+    validate.integer("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     ratios = {}
     for shape, is_causal, block_q, block_k in TILED_CASES:

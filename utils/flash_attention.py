@@ -11,6 +11,8 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from utils import validate  # the argument checks
+
 # Compiled Triton kernels need a GPU. Without one, Triton's interpreter runs the very same kernels with
 # NumPy on the CPU; the choice is read when the kernels are defined, so it is made before.
 if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
@@ -465,11 +467,11 @@ def _check_blocks(blocks) -> dict | None:
     if not isinstance(blocks, dict) or not set(blocks) <= {"forward", "dkdv", "dq"}:
         raise ValueError(f"blocks must be None or a dict with keys among 'forward', 'dkdv', 'dq', got {blocks!r}")
     for name, pair in blocks.items():
-        ok = isinstance(pair, tuple) and len(pair) == 2 and all(
-            isinstance(b, int) and not isinstance(b, bool) and b >= 16 and b & (b - 1) == 0 for b in pair)
-        if not ok:
+        if not isinstance(pair, tuple) or len(pair) != 2:
             raise ValueError(f"blocks[{name!r}] must be a pair (BLOCK_M, BLOCK_N) of powers of two >= 16, "
                              f"got {pair!r}")
+        for axis, size in zip(("BLOCK_M", "BLOCK_N"), pair):
+            validate.power_of_two(f"blocks[{name!r}]'s {axis}", size, 16)
     return blocks
 
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils import validate  # the argument checks
 from utils.device import one_thread
 from utils.transformer_blocks import EncoderBlock
 
@@ -18,14 +19,13 @@ _HALF = (torch.float16, torch.bfloat16)
 
 def _as_shape(normalized_shape: object) -> tuple[int, ...]:
     """An int or a tuple of positive ints -> a tuple, as ``nn.LayerNorm`` accepts it."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-    if (
-        not isinstance(shape, (tuple, list, torch.Size))
-        or len(shape) == 0
-        or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in shape)
-    ):
-        raise ValueError(f"normalized_shape must be a positive int or a tuple of them, got {normalized_shape!r}")
-    return tuple(shape)
+    is_sequence = isinstance(normalized_shape, (tuple, list, torch.Size))
+    shape = tuple(normalized_shape) if is_sequence else (normalized_shape,)
+    if not shape:
+        raise ValueError("normalized_shape must be a positive int or a non-empty tuple of them, got ()")
+    for n in shape:
+        validate.int_at_least("normalized_shape", n)
+    return shape
 
 
 def _check_input(x: object, shape: tuple[int, ...], weight: torch.Tensor | None = None) -> None:
@@ -108,9 +108,7 @@ class NormStack(nn.Module):
 
     def __init__(self, vocab: int, max_len: int, d_model: int, n_heads: int, depth: int, norm_first: bool) -> None:
         super().__init__()
-        for name, value in (("vocab", vocab), ("max_len", max_len), ("depth", depth)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        validate.sizes(vocab=vocab, max_len=max_len, depth=depth)
         self.vocab, self.max_len = vocab, max_len
         self.embed = nn.Embedding(vocab, d_model)
         self.pos = nn.Embedding(max_len, d_model)
@@ -150,9 +148,7 @@ def transformer_lr(step: int, d_model: int, warmup: int = 4000) -> float:
     """The learning rate of Vaswani et al. (2017, section 5.3) at ``step`` >= 1:
     d_model^-0.5 * min(step^-0.5, step * warmup^-1.5). It rises linearly for ``warmup`` steps to
     d_model^-0.5 * warmup^-0.5, then decays like 1 / sqrt(step)."""
-    for name, value in (("step", step), ("d_model", d_model), ("warmup", warmup)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    validate.sizes(step=step, d_model=d_model, warmup=warmup)
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
@@ -177,8 +173,7 @@ def train_norm_stack(
     """
     if schedule not in ("linear", "paper"):
         raise ValueError(f"schedule must be 'linear' or 'paper', got {schedule!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < (1 if schedule == "paper" else 0):
-        raise ValueError(f"warmup must be an int >= {1 if schedule == 'paper' else 0}, got {warmup!r}")
+    validate.int_at_least("warmup", warmup, 1 if schedule == "paper" else 0)  # the paper's schedule divides by it
     if not lr > 0:
         raise ValueError(f"lr must be positive, got {lr!r}")
     torch.manual_seed(seed)

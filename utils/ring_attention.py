@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from utils import validate  # the argument checks
 from utils.distributed import _exchange, rank_device
 from utils.efficient_attention import _safe_shift, tiled_attention_backward, tiled_attention_forward
 
@@ -23,8 +24,7 @@ def chunk_layout(world_size: int, order: str = "zigzag") -> list[list[int]]:
     "contiguous": the sequence cut into p chunks, rank r holds chunk r. "zigzag": cut into 2p chunks, rank r
     holds chunks r and 2p-1-r, so that with a causal mask every rank has as much work (an early chunk,
     which attends to little, paired with a late one, which attends to much)."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    validate.int_at_least("world_size", world_size)
     if order == "contiguous":
         return [[r] for r in range(world_size)]
     if order == "zigzag":

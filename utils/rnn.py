@@ -179,8 +179,7 @@ def first_token_task(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The long-range recall task: tokens (batch, length) uniform in [0, vocab); label = first token."""
     validate.sizes(batch=batch, length=length)
-    if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 2:
-        raise ValueError(f"vocab must be an int >= 2 (a one-symbol task has nothing to learn), got {vocab!r}")
+    validate.int_at_least("vocab", vocab, 2)  # a one-symbol task has nothing to learn
     tokens = torch.randint(0, vocab, (batch, length), generator=generator).to(device)
     return tokens, tokens[:, 0].clone()
 

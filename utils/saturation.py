@@ -8,20 +8,15 @@ import math
 
 import torch
 
+from utils import validate  # the argument checks
+
 GRADIENT_DIMS = [8, 16, 32, 64, 96, 128, 192, 256, 384, 512]
-
-
-def _check_positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def dot_product_variance(d_k: int, samples: int = 20_000, seed: int = 0) -> float:
     """Empirical variance of q·k for q, k with iid standard-normal components."""
-    _check_positive("d_k", d_k)
-    _check_positive("samples", samples)
-    if samples < 2:
-        raise ValueError(f"samples must be at least 2 to estimate a variance, got {samples}")
+    validate.int_at_least("d_k", d_k)
+    validate.int_at_least("samples", samples, 2)  # a variance needs two samples
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(samples, d_k, generator=gen)
     k = torch.randn(samples, d_k, generator=gen)
@@ -37,8 +32,7 @@ def attention_gradients(
     z = q·k (times 1/sqrt(d_k) if ``scaled``). Returns "weights" (trials, n_keys) and the per-trial norms
     "scores" = ‖∂L/∂z‖, "query" = ‖∂L/∂q‖ and "keys" = ‖∂L/∂K‖ (over all the trial's keys), each (trials,).
     """
-    for name, value in (("d_k", d_k), ("n_keys", n_keys), ("trials", trials)):
-        _check_positive(name, value)
+    validate.sizes(d_k=d_k, n_keys=n_keys, trials=trials)
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(trials, 1, d_k, generator=gen).requires_grad_(True)  # (trials, 1, d_k)
     k = torch.randn(trials, n_keys, d_k, generator=gen).requires_grad_(True)  # (trials, n_keys, d_k)
@@ -85,7 +79,7 @@ CROSSING_BOUNDS = {4: (16, 32), 16: (64, 128), 64: (128, 512), 256: (256, 1024)}
 
 def grid_trials(n_keys: int, pairs: int = 16_384) -> int:
     """Queries per cell of the grid: ``pairs`` query-key pairs in all, at least 128 queries."""
-    _check_positive("n_keys", n_keys)
+    validate.int_at_least("n_keys", n_keys)
     return max(128, pairs // n_keys)
 
 

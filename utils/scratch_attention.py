@@ -9,6 +9,8 @@ import math
 import numpy as np
 import torch
 
+from utils import validate  # the argument checks
+
 Matrix = list[list[float]]
 
 
@@ -160,8 +162,7 @@ def scratch_agreement(seed: int, t_q: int = 7, t_k: int = 9, d_k: int = 16, d_v:
     difference of the lists, NumPy and tensor versions from each other and from PyTorch's SDPA (CPU)."""
     import torch.nn.functional as F
 
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
+    validate.integer("seed", seed)
     rng = np.random.default_rng(seed)
     q, k, v = rng.standard_normal((t_q, d_k)), rng.standard_normal((t_k, d_k)), rng.standard_normal((t_k, d_v))
     lists = np.array(attention_lists(q.tolist(), k.tolist(), v.tolist())[0])

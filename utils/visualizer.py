@@ -11,6 +11,7 @@ import zlib
 
 import torch
 
+from utils import validate  # the argument checks
 from utils.attention import scaled_dot_product_attention
 from utils.multihead import split_heads
 from utils.positional import shift_matrix, sinusoidal_encoding
@@ -52,8 +53,7 @@ def tokenize(sentence: str, max_tokens: int = MAX_TOKENS) -> list[str]:
     """Lower-case and split into words (with an optional 's-style suffix) and punctuation marks."""
     if not isinstance(sentence, str):
         raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    validate.int_at_least("max_tokens", max_tokens)
     return _TOKEN.findall(sentence.lower())[:max_tokens]
 
 
@@ -78,8 +78,7 @@ _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 
 def made_up_words(count: int, seed: int) -> list[str]:
     """``count`` distinct pronounceable made-up words (not in the lexicon), drawn with ``seed``."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise ValueError(f"count must be an int >= 0, got {count!r}")
+    validate.int_at_least("count", count, 0)
     rng = random.Random(seed)
     words: dict[str, None] = {}  # insertion-ordered, with fast membership tests
     while len(words) < count:
@@ -96,8 +95,7 @@ def collision_rate(seed: int, words_per_set: int = 5, trials: int = 4000) -> flo
     predicts 1 - prod_{m < words_per_set} (1 - m / N_BUCKETS) (0.50012 for 5 words in 16 buckets:
     1 - 16*15*14*13*12 / 16**5).
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
+    validate.integer("seed", seed)
     pool = made_up_words(words_per_set * trials, seed)
     sets = [pool[i : i + words_per_set] for i in range(0, len(pool), words_per_set)]
     return sum(len({token_id(w) for w in s}) < words_per_set for s in sets) / trials
@@ -194,8 +192,7 @@ def attention_map(
     sentence: str, head: int = 0, temperature: float = 1.0, causal: bool = False
 ) -> tuple[list[str], torch.Tensor]:
     """Tokens of ``sentence`` and the (T, T) attention weights of one head (CPU, float64)."""
-    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < len(HEAD_NAMES):
-        raise ValueError(f"head must be an int from 0 to {len(HEAD_NAMES) - 1}, got {head!r}")
+    validate.index("head", head, len(HEAD_NAMES))
     tokens = tokenize(sentence)
     if not tokens:
         return [], torch.zeros(0, 0, dtype=torch.float64)
@@ -207,8 +204,7 @@ def designed_patterns(seed: int, length: int = 16) -> dict[str, float]:
     """Chapter 10's claim on a random sentence of lexicon words drawn with ``seed`` (some words repeat):
     the fraction of tokens (after the first) whose largest previous-token-head weight is on the token
     just before, and the fraction of repeated words whose largest same-word-head weight is on a copy."""
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
+    validate.integer("seed", seed)
     rng = random.Random(seed)
     words = rng.sample(VOCABULARY, length // 2)
     tokens = [rng.choice(words) for _ in range(length)]
