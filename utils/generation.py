@@ -100,8 +100,7 @@ class KVCache:
         """Write the new keys and values (B, h, T_new, d_k) after the stored ones; return all of them,
         (B, h, length + T_new, d_k). ``length`` advances when the model has run every layer."""
         layers = self.k.size(0)
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
-            raise ValueError(f"layer must be an int in 0..{layers - 1} (the cache has {layers} layers), got {layer!r}")
+        validate.index("layer", layer, layers)  # one of the cache's layers
         if not isinstance(k_new, torch.Tensor) or not isinstance(v_new, torch.Tensor) or k_new.dim() != 4:
             raise ValueError(f"k_new and v_new must be 4-D tensors (B, h, T_new, d_k), got "
                              f"{getattr(k_new, 'shape', type(k_new).__name__)} and {getattr(v_new, 'shape', type(v_new).__name__)}")

@@ -131,8 +131,7 @@ SRC_LEN, TGT_LEN = 10, 11  # the longest source (dd . mm . yyyy); the longest ta
 
 def number_words(n: int) -> list[str]:
     """0 <= n < 100 in English words: 42 -> ['forty', 'two']."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 100:
-        raise ValueError(f"n must be an int in 0..99, got {n!r}")
+    validate.int_between("n", n, 0, 99)
     if n < 20:
         return [ONES[n]]
     tens, ones = divmod(n, 10)
@@ -141,8 +140,7 @@ def number_words(n: int) -> list[str]:
 
 def ordinal_words(day: int) -> list[str]:
     """A day of the month as an ordinal: 21 -> ['twenty', 'first'], 30 -> ['thirtieth']."""
-    if isinstance(day, bool) or not isinstance(day, int) or not 1 <= day <= 31:
-        raise ValueError(f"day must be an int in 1..31, got {day!r}")
+    validate.int_between("day", day, 1, 31)
     if day <= 20:
         return [ORDINALS[day]]
     if day == 30:
@@ -154,8 +152,7 @@ def ordinal_words(day: int) -> list[str]:
 def year_words(year: int) -> list[str]:
     """A year as it is read aloud: 1999 nineteen ninety nine, 1905 nineteen oh five, 1900 nineteen
     hundred, 2004 two thousand and four, 2024 twenty twenty four."""
-    if isinstance(year, bool) or not isinstance(year, int) or not 1900 <= year <= 2099:
-        raise ValueError(f"year must be an int in 1900..2099, got {year!r}")
+    validate.int_between("year", year, 1900, 2099)
     high, low = divmod(year, 100)
     if 2000 <= year <= 2009:
         return ["two", "thousand"] + (["and", ONES[low]] if low else [])
@@ -171,8 +168,7 @@ def _check_date(date: object, fmt: object) -> None:
         raise TypeError(f"date must be a datetime.date, got {type(date).__name__}")
     if not FIRST_DATE <= date <= LAST_DATE:
         raise ValueError(f"date must be between {FIRST_DATE} and {LAST_DATE}, got {date}")
-    if isinstance(fmt, bool) or not isinstance(fmt, int) or not 0 <= fmt < len(DATE_FORMATS):
-        raise ValueError(f"fmt must be an int in 0..{len(DATE_FORMATS) - 1}, got {fmt!r}")
+    validate.index("fmt", fmt, len(DATE_FORMATS))
 
 
 def date_source(date: datetime.date, fmt: int) -> list[str]:

@@ -321,8 +321,7 @@ def reversal_batch(
     """
     validate.int_at_least("batch", batch)
     validate.int_at_least("min_len", min_len)
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < min_len:
-        raise ValueError(f"max_len must be an int >= min_len={min_len}, got {max_len!r}")
+    validate.int_at_least("max_len", max_len, min_len)
     lengths = torch.randint(min_len, max_len + 1, (batch,), generator=generator)
     letters = torch.randint(3, VOCAB, (batch, max_len), generator=generator)
     positions = torch.arange(max_len)
@@ -449,8 +448,7 @@ def train_seq2seq(
     """
     validate.int_at_least("steps", steps)
     validate.int_at_least("warmup", warmup)
-    if isinstance(cooldown, bool) or not isinstance(cooldown, int) or not 0 <= cooldown <= steps:
-        raise ValueError(f"cooldown must be an int in 0..steps={steps}, got {cooldown!r}")
+    validate.int_between("cooldown", cooldown, 0, steps)
     if not 0.0 <= sampling_prob <= 1.0:
         raise ValueError(f"sampling_prob must be in [0, 1], got {sampling_prob!r}")
     device = next(model.parameters()).device

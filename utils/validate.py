@@ -42,12 +42,17 @@ def integer(name: str, value: object) -> None:
     int_at_least(name, value, -math.inf)
 
 
+def int_between(name: str, value: object, low: int, high: int) -> None:
+    """``value`` is an int in low .. high, both included: TypeError for a non-int, ValueError outside."""
+    integer(name, value)
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be an int in {low}..{high}, got {value}")
+
+
 def index(name: str, value: object, count: int) -> None:
     """``value`` is an int in 0 .. count - 1 (a rank among ``count`` ranks, a head among ``count`` heads):
     TypeError for a non-int, ValueError outside the range."""
-    integer(name, value)
-    if not 0 <= value < count:
-        raise ValueError(f"{name} must be an int in 0..{count - 1}, got {value}")
+    int_between(name, value, 0, count - 1)
 
 
 def power_of_two(name: str, value: object, minimum: int = 1) -> None:

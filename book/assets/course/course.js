@@ -52,7 +52,8 @@
   }
 
   // A left-to-right flowchart too wide for the column even at MIN_DIAGRAM_SCALE is drawn top to
-  // bottom instead (the same graph; JupyterLab, with its wider page, draws it as written).
+  // bottom instead (the same graph). JupyterLab draws it as written: a flowchart too wide for Lab's
+  // column too is written top to bottom in its chapter (chapter 12's; tests/test_jupyterlab.py measures).
   var LEFT_TO_RIGHT = /^(\s*(?:flowchart|graph)\s+)(LR|RL)\b/;
 
   async function drawOne(pre, index) {
