@@ -405,9 +405,8 @@ def model_config(vocab_size: object, d_model: object, num_heads: object, d_ff: o
                  max_len: object, dropout: object) -> None:
     """A whole model's sizes (chapter 12's translator and language model): ints >= 1, d_model even (the
     sinusoids come in sin/cos pairs) and divisible by num_heads, dropout a probability."""
-    for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("num_heads", num_heads),
-                        ("d_ff", d_ff), ("num_layers", num_layers), ("max_len", max_len)):
-        int_at_least(name, value)
+    sizes(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads, d_ff=d_ff, num_layers=num_layers,
+          max_len=max_len)
     if d_model % num_heads or d_model % 2:
         raise ValueError(f"d_model={d_model} must be even and divisible by num_heads={num_heads}")
     probability("dropout", dropout)
@@ -456,9 +455,7 @@ def translator_training(seed: object, steps: object, batch: object, label_smooth
 def lm_training(ids: object, vocab_size: object, seed: object, steps: object, batch: object, context: object,
                 warmup: object) -> None:
     """``train_gpt``'s arguments: ``ids`` a 1-D int64 tensor of ids below ``vocab_size``, longer than a window."""
-    for name, value in (("vocab_size", vocab_size), ("steps", steps), ("batch", batch), ("context", context),
-                        ("warmup", warmup)):
-        int_at_least(name, value)
+    sizes(vocab_size=vocab_size, steps=steps, batch=batch, context=context, warmup=warmup)
     int_at_least("seed", seed, 0)
     if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.dtype != torch.long or ids.numel() <= context + 1:
         raise ValueError(f"ids must be a 1-D tensor of int64 token ids longer than context + 1 = {context + 1}, "
