@@ -32,6 +32,12 @@ ASSETS = [
 STALE = ["mermaid/mermaid.esm.min.mjs", "mermaid/chunks"]
 # The widget manager's CSS imports a web font from Google; the system monospace font is fine.
 REMOTE_IMPORT = re.compile(rb"@import\s+url\((?:\\?[\"'])?https?://[^)]*\);?")
+# The widget manager validates the saved widget state with Ajv, built with no options: in Ajv's default
+# strict mode the widget-state schema's union types log "strict mode: use allowUnionTypes ..." to the
+# console of every page with a widget (issue 30 review). The schema is the widget project's own and
+# valid JSON Schema, so the manager's Ajv is given the option Ajv names.
+AJV_NO_OPTIONS = re.compile(rb"(\w+)=new\((\w+)\(\)\),(\w+)=\1\.compile\(")
+AJV_WITH_UNION_TYPES = rb"\1=new(\2())({allowUnionTypes:true}),\3=\1.compile("
 
 
 def _copy_assets() -> None:
@@ -57,7 +63,10 @@ def _copy_assets() -> None:
             shutil.copy2(source, target)
     for script in (VENDOR / "html-manager").glob("*.js"):
         data = script.read_bytes()
-        cleaned = REMOTE_IMPORT.sub(b"", data)
+        cleaned, patched = AJV_NO_OPTIONS.subn(AJV_WITH_UNION_TYPES, REMOTE_IMPORT.sub(b"", data))
+        if script.name == "embed.js" and patched != 1 and b"allowUnionTypes:true" not in cleaned:
+            raise ExtensionError(f"{script}: the widget manager's Ajv is no longer built as this extension expects "
+                                 "(new(X()),Y=Ajv.compile(...)): update AJV_NO_OPTIONS in book/offline_assets.py")
         if cleaned != data:
             script.write_bytes(cleaned)
 

@@ -278,15 +278,18 @@ def audit(t: Tab) -> dict:
     """Issue 18's reader checks for the page open in ``t``: each key lists what failed (empty = fine)."""
     found = t.page.evaluate(AUDIT_JS, MIN_DIAGRAM_PX)
     found["consoleErrors"] = list(t.errors)
+    # issue 30 review: the widget manager's "strict mode: use allowUnionTypes" warning on every chapter page
+    found["consoleWarnings"] = list(t.warnings)
     return found
 
 
-PROBLEM_KEYS = ("rawMath", "smallText", "activeControls", "consoleErrors", "overflow", "wrapped", "undrawn", "noAlt")
+PROBLEM_KEYS = ("rawMath", "smallText", "activeControls", "consoleErrors", "consoleWarnings", "overflow", "wrapped",
+                "undrawn", "noAlt")
 
 
 # Issue 30.2 and 30.3: what a reader at 1366 px can only reach by scrolling sideways, and code that
-# wraps. `cut` lists every display equation, Mermaid diagram and image wider than its column (or than
-# its own box, which then scrolls), and any sideways overflow of the main column itself, each named by
+# wraps. `cut` lists every display equation, Mermaid diagram, image and table wider than its column (or
+# than its own box, which then scrolls), and any sideways overflow of the main column itself, each named by
 # its content (an equation by its TeX source); `wrapped` lists every code block (input cells) and text
 # output whose lines wrap: its white-space is not `pre`, or it is taller than its lines at one line each.
 LAYOUT_JS = """
@@ -335,6 +338,16 @@ LAYOUT_JS = """
       cut.push(`image in "${where(img)}", ${box.width.toFixed(0)} px in ${holder.clientWidth} px: ${short(img.alt || img.src)}`);
     }
   }
+  // tables (markdown tables, which the theme puts in a box that scrolls, and HTML outputs): a column
+  // beyond the text column's edge is reachable only by scrolling the table sideways
+  for (const table of main.querySelectorAll('table')) {
+    const box = table.getBoundingClientRect();
+    const holder = table.parentElement;
+    if (box.right > right + 1 || holder.scrollWidth > holder.clientWidth + 1) {
+      const head = [...table.querySelectorAll('th')].map((th) => th.textContent.trim()).join(' | ');
+      cut.push(`table in "${where(table)}", ${box.width.toFixed(0)} px in ${Math.min(holder.clientWidth, right - box.left).toFixed(0)} px: ${short(head || table.textContent)}`);
+    }
+  }
   // the column itself: anything that sticks out of it (outside a box that scrolls by itself)
   for (const box of new Set([main, column])) {
     if (box.scrollWidth <= box.clientWidth + 1) continue;
@@ -365,10 +378,27 @@ LAYOUT_JS = """
       wrapped.push(`"${where(pre)}": ${lines} lines drawn ${(height / lineHeight).toFixed(1)} lines high: ${short(longest)}`);
     }
   }
-  return {cut, wrapped, checked: {
+  // prose in a text output (a sentence of 20 words or more, not a table row) that runs past its box: a
+  // reader scrolls sideways to read a sentence (ch13's TimeoutError explanation was 1810 px wide)
+  const prose = [];
+  const ruler = document.createElement('canvas').getContext('2d');
+  for (const pre of main.querySelectorAll('div.cell_output pre, div.output pre')) {
+    if (pre.closest('.jupyter-widgets, .widget-subarea') || pre.scrollWidth <= pre.clientWidth + 1) continue;
+    const style = getComputedStyle(pre);
+    ruler.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+    const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    for (const line of pre.textContent.split('\\n')) {
+      const words = (line.match(/[A-Za-z]{3,}/g) || []).length;
+      if (words >= 20 && (line.match(/\\|/g) || []).length < 2 && ruler.measureText(line).width > room + 1) {
+        prose.push(`"${where(pre)}": ${ruler.measureText(line).width.toFixed(0)} px in ${room.toFixed(0)} px: ${short(line)}`);
+      }
+    }
+  }
+  return {cut, wrapped, prose, checked: {
     equations: main.querySelectorAll('mjx-container[display="true"]').length,
     diagrams: main.querySelectorAll('pre.mermaid svg').length,
     images: main.querySelectorAll('img').length,
+    tables: main.querySelectorAll('table').length,
     code: main.querySelectorAll('div.highlight pre, div.cell_output pre, div.output pre').length}};
 }
 """

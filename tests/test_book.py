@@ -242,10 +242,28 @@ def _layout(browser, served_book: str, page: str) -> dict:
     return _layouts[page]
 
 
+TABLE_PAGE = """<html><body><main><article class="bd-article" style="width: 757px"><section><h2>Costs</h2>
+<div class="pst-scrollable-table-container" style="overflow-x: auto"><table><tr><th>sub-block</th><th>{last}</th></tr>
+<tr><td>attention</td><td style="white-space: nowrap">{cell}</td></tr></table></div></section></article></main></body></html>"""
+
+
+@pytest.mark.browser
+def test_the_layout_check_finds_a_table_wider_than_the_column(browser):
+    """Issue 30 review: ch06's cost table (782 px) and the performance page's benchmark table (839 px, its last
+    column "GFLOP/s torch SDPA" hidden) sat in boxes that scroll, and the check passed them. A table wider than
+    the text column is now `cut`; the same table that fits is not."""
+    with tab(browser, "layout_tables") as t:
+        t.page.set_content(TABLE_PAGE.format(last="cost per layer", cell="O(T d)"))
+        assert layout(t)["cut"] == []
+        t.page.set_content(TABLE_PAGE.format(last="GFLOP/s torch SDPA", cell="x" * 200))
+        cut = layout(t)["cut"]
+        assert len(cut) == 1 and cut[0].startswith('table in "Costs"') and "GFLOP/s torch SDPA" in cut[0], cut
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("page", BOOK_PAGES)
 def test_no_equation_diagram_or_image_is_cut_at_1366_px(browser, served_book, page):
-    """Issue 30.2: every display equation, Mermaid diagram and image fits its column, and the column
+    """Issue 30.2: every display equation, Mermaid diagram, image and table fits its column, and the column
     does not scroll sideways (ch05's rotation matrix lost its second column, ch01's BPTT product and
     ch06's third decoder update were cut, ch02's projection diagram was 30 px too wide)."""
     found = _layout(browser, served_book, page)
@@ -266,6 +284,33 @@ def test_no_code_or_text_output_line_wraps_at_1366_px(browser, served_book, page
         assert found["checked"]["code"] > 0, f"{page}: no code measured"
     wrapped = found["wrapped"]
     assert len(wrapped) == 0, f"{page}: {len(wrapped)} code blocks wrap at 1366 px:\n" + "\n".join(wrapped)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", BOOK_PAGES)
+def test_no_sentence_in_an_output_runs_past_the_column_at_1366_px(browser, served_book, page):
+    """Issue 30 review: text outputs keep their lines (a table keeps its columns) and a long one scrolls in its
+    box, but a sentence does not belong there: ch13's TimeoutError explanation was 1810 px in a 757 px column,
+    and every prediction's "recorded, not judged here" line ran past the edge. A line of 20 words or more
+    that is not a table row is wrapped by the code that prints it."""
+    prose = _layout(browser, served_book, page)["prose"]
+    assert prose == [], f"{page}: {len(prose)} sentences wider than their output box:\n" + "\n".join(prose)
+
+
+PROSE_PAGE = """<html><body><main><article class="bd-article" style="width: 757px"><section><h2>Timeouts</h2>
+<div class="cell_output"><pre style="white-space: pre; overflow-x: auto">{text}</pre></div></section></article></main></body></html>"""
+
+
+@pytest.mark.browser
+def test_the_layout_check_finds_a_sentence_that_runs_past_its_output_box(browser):
+    sentence = "TimeoutError: ranks [0, 1] did not finish and were stopped: " + "a rank waits for one that never calls it " * 4
+    table = " | ".join(["a wide column of a text table with words"] * 5)
+    with tab(browser, "layout_prose") as t:
+        t.page.set_content(PROSE_PAGE.format(text=table + "\nshort line"))
+        assert layout(t)["prose"] == []
+        t.page.set_content(PROSE_PAGE.format(text=sentence))
+        prose = layout(t)["prose"]
+        assert len(prose) == 1 and prose[0].startswith('"Timeouts"') and "TimeoutError" in prose[0], prose
 
 
 @pytest.mark.browser

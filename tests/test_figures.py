@@ -48,7 +48,7 @@ def test_every_figure_is_saved_at_twice_its_size_with_readable_text(path):
     figures = notebook_figures(nb)
     problems = []
     for where, png, meta in figures:
-        if not {"width", "height", "smallest_text_px"} <= set(meta):
+        if not {"width", "height", "smallest_text_px", "collisions"} <= set(meta):
             problems.append(f"{where}: saved without the course style's metadata ({meta}): call use_course_style()")
             continue
         width, height = png_size(png)
@@ -58,6 +58,8 @@ def test_every_figure_is_saved_at_twice_its_size_with_readable_text(path):
         if shown < MIN_TEXT_PX:
             problems.append(f"{where}: smallest text {meta['smallest_text_px']} px, {shown:.1f} px in the book's "
                             f"{BOOK_COLUMN_PX} px column (figure {meta['width']} px wide); need {MIN_TEXT_PX}")
+        if meta["collisions"]:  # issue 30.1: a legend over the lines, a title over an axis's offset text
+            problems.append(f"{where}: parts drawn over each other: {'; '.join(meta['collisions'])}")
     assert not problems, f"{path.parent.name}/{path.name}:\n" + "\n".join(problems)
 
 
@@ -79,4 +81,82 @@ def test_the_metadata_measures_the_smallest_text_and_the_size_as_drawn():
     assert meta["smallest_text_px"] == round(6 * fig.dpi / 72, 2) == round(smallest_text_px(fig), 2)
     width, height = png_size(base64.b64decode(png64))
     assert (abs(width - 2 * meta["width"]) <= 1) and (abs(height - 2 * meta["height"]) <= 1)
+    plt.close(fig)
+
+
+def _course_figure(**kwargs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from utils.plotting import use_course_style
+
+    use_course_style()
+    return plt.subplots(**kwargs)
+
+
+def test_a_superscript_counts_at_the_size_it_is_drawn():
+    """Issue 30 review: a log axis's "10" with its exponent passed at 12.2 px while the exponent, drawn at 0.7
+    of the label by mathtext, was 8.6 px. smallest_text_px measures each glyph as matplotlib lays it out."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = _course_figure(figsize=(4, 2))
+    ax.text(0.5, 0.5, r"$10^{3}$")
+    fig.canvas.draw()
+    assert smallest_text_px(fig) == pytest.approx(0.7 * 11 * fig.dpi / 72)
+    plt.close(fig)
+
+
+def test_log_axes_are_labelled_with_plain_numbers_at_full_size():
+    """Every log axis a notebook shows (here both axes, a base-2 axis and a LogNorm colour bar) is labelled
+    without superscripts, so its smallest text is the course's 11 pt: 12.2 px."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    from utils.plotting import plain_number
+
+    fig, (left, right) = _course_figure(ncols=2, figsize=(8, 3))
+    left.loglog([1, 1e6], [1e-9, 1e2])
+    left.set_xscale("log", base=2)
+    image = right.imshow(np.linspace(1e-3, 1, 16).reshape(4, 4), norm=LogNorm())
+    fig.colorbar(image)
+    _, meta = figure_png(fig)
+    assert meta["smallest_text_px"] == round(11 * fig.dpi / 72, 2), meta
+    labels = [t.get_text() for t in left.get_yticklabels()]
+    assert "1e\u22128" in labels and "0.01" in labels and not any("$" in t for t in labels), labels
+    assert [plain_number(v) for v in (16384, 1e6, 0.5, 2.5e-10, -3)] == ["16,384", "1M", "0.5", "2.5e\u221210", "\u22123"]
+    plt.close(fig)
+
+
+def test_collisions_finds_a_legend_over_a_line_and_texts_over_each_other():
+    """Issue 30 review: ch08's latency legend sat on the RNN line, two annotations ("1" and "256") overlapped
+    and ch03's panel titles sat on the axis's offset text. collisions() names each, and a clean figure passes."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from utils.plotting import collisions
+
+    x = np.linspace(0, 1, 50)
+    fig, ax = _course_figure(figsize=(5, 3))
+    ax.plot(x, x, label="rising")
+    ax.plot(x, 1 - x, label="falling")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncols=2)  # below the axes: nothing covered
+    fig.canvas.draw()
+    assert collisions(fig) == []
+    ax.legend(loc="center")  # on the crossing of the two lines
+    ax.text(0.1, 0.9, "one")
+    ax.text(0.12, 0.9, "two")
+    fig.canvas.draw()
+    found = collisions(fig)
+    assert "legend over the line 'rising'" in found and "legend over the line 'falling'" in found, found
+    assert "text 'one' overlaps text 'two'" in found, found
+    plt.close(fig)
+    fig, axes = _course_figure(ncols=2, figsize=(4, 2.4))
+    for ax in axes:
+        ax.plot([0, 1], [0, 3e-8])  # an offset text "1e-8" above each panel
+        ax.set_title("a title as long as the panel")
+    fig.canvas.draw()
+    assert any("overlaps text '1e" in entry or "overlaps text 'a title" in entry for entry in collisions(fig)), collisions(fig)
     plt.close(fig)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fractions
 import math
 import numbers
+import textwrap
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -605,8 +606,8 @@ def exercise(exercise_id: str, *checks: Callable[[], Verdict]) -> None:
     RESULTS[exercise_id] = status
     if status == "passed":
         print(f"Exercise {exercise_id}: passed")
-    elif status == "recorded":
-        print(f"Exercise {exercise_id}: {message}")
+    elif status == "recorded":  # a sentence of prose: wrapped to the book's text column (about 90 characters)
+        print(textwrap.fill(f"Exercise {exercise_id}: {message}", width=88, break_long_words=False))
     elif status == "not attempted":
         print(f"Exercise {exercise_id}: not attempted yet")
     else:

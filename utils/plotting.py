@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import matplotlib.scale
+import matplotlib.ticker
 from cycler import cycler
 from matplotlib.figure import Figure
 from matplotlib.text import Text
@@ -33,23 +35,166 @@ BOOK_COLUMN_PX = 757  # the book's text column at a 1366 px window (measured by 
 MIN_TEXT_PX = 11.0
 
 
+def _smallest_glyph_pt(text: Text) -> float:
+    """The smallest glyph of ``text`` in points: its font size, or less for the exponents and indices of
+    mathtext (``$10^{3}$``: matplotlib draws a superscript at 0.7 of the size), measured by matplotlib's
+    own mathtext layout."""
+    source, is_math = text._preprocess_math(text.get_text())
+    if not is_math or is_math == "TeX":
+        return text.get_fontsize()
+    from matplotlib.mathtext import MathTextParser
+
+    glyphs = MathTextParser("path").parse(source, dpi=72, prop=text.get_fontproperties()).glyphs
+    return min((glyph[1] for glyph in glyphs), default=text.get_fontsize())
+
+
 def smallest_text_px(fig: Figure) -> float:
-    """The smallest visible text of ``fig`` as last drawn, in logical pixels (font size in points x dpi / 72)."""
-    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    """The smallest visible glyph of ``fig`` as last drawn, in logical pixels (points x dpi / 72), mathtext
+    superscripts and subscripts counted at the size they are drawn."""
+    sizes = [_smallest_glyph_pt(t) for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
     return min(sizes, default=float("inf")) * fig.dpi / 72
+
+
+def _boxes_overlap(a, b, margin: float = 1.0) -> bool:
+    """Whether two display-space boxes share more than ``margin`` pixels each way."""
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > margin and min(a.y1, b.y1) - max(a.y0, b.y0) > margin
+
+
+def _drawn_texts(fig: Figure) -> list[Text]:
+    """The texts a draw of ``fig`` shows outside its legends: titles, axis labels, offset texts, the tick
+    labels of ticks in view, annotations and the figure's own texts (not the stale tick labels matplotlib
+    keeps for ticks outside the view)."""
+    texts = list(fig.texts)
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        texts += [ax.title, ax._left_title, ax._right_title, *ax.texts]
+        for axis in (ax.xaxis, ax.yaxis):
+            texts += [axis.label, axis.offsetText]
+            for tick in axis._update_ticks():  # the ticks this draw shows (matplotlib's own choice)
+                texts += [label for label in (tick.label1, tick.label2) if label.get_visible()]
+    return [t for t in texts if t.get_visible() and t.get_text().strip()]
+
+
+def collisions(fig: Figure) -> list[str]:
+    """What covers what in ``fig`` as last drawn: two visible texts whose boxes overlap (a title on an axis's
+    offset text, two annotations), and a legend drawn over a data line, bar or point of its axes (grid
+    lines and light shadings excluded). Each entry names both parts; an empty list is a figure a reader can read."""
+    from matplotlib.collections import Collection
+    from matplotlib.legend import Legend
+    from matplotlib.patches import Rectangle
+
+    renderer = fig.canvas.get_renderer()
+    legends = [lg for lg in fig.findobj(Legend) if lg.get_visible()]
+    boxes = [(t, t.get_window_extent(renderer)) for t in _drawn_texts(fig)]
+    found = []
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            if _boxes_overlap(box_a, box_b):
+                found.append(f"text {a.get_text()!r} overlaps text {b.get_text()!r}")
+    frames = [legend.get_window_extent(renderer) for legend in legends]
+    for i, frame in enumerate(frames):
+        if any(_boxes_overlap(frame, other) for other in frames[i + 1:]):
+            found.append("two legends overlap")
+    for legend in legends:
+        frame = legend.get_window_extent(renderer)
+        texts_box = [(t.get_text(), t.get_window_extent(renderer)) for t in legend.get_texts() if t.get_text().strip()]
+        for (label, box), other in ((tb, o) for tb in texts_box for o in boxes):
+            if _boxes_overlap(box, other[1]):
+                found.append(f"legend entry {label!r} overlaps text {other[0].get_text()!r}")
+        axes = [legend.axes] if legend.axes is not None else fig.axes
+        for ax in axes:
+            grid = {id(line) for line in ax.get_xgridlines() + ax.get_ygridlines()}
+            for line in ax.lines:
+                if id(line) in grid or not line.get_visible() or not len(line.get_xydata()):
+                    continue
+                if line.get_linestyle() in ("None", "none", " ", ""):  # markers only: is one inside the legend?
+                    points = line.get_transform().transform(line.get_xydata())
+                    covered = any(frame.contains(x, y) for x, y in points)
+                else:
+                    covered = line.get_transform().transform_path(line.get_path()).intersects_bbox(frame, filled=False)
+                if covered:
+                    found.append(f"legend over the line {line.get_label()!r}")
+            for patch in ax.patches:  # bars (a light shading behind the data, alpha <= 0.3, shows through text)
+                if patch.get_alpha() is not None and patch.get_alpha() <= 0.3:
+                    continue
+                if isinstance(patch, Rectangle) and patch.get_visible() and _boxes_overlap(frame, patch.get_window_extent(renderer)):
+                    found.append(f"legend over the bar {patch.get_label()!r}")
+            for collection in ax.collections:
+                if isinstance(collection, Collection) and collection.get_visible() and len(collection.get_offsets()):
+                    points = collection.get_offset_transform().transform(collection.get_offsets())
+                    if any(frame.contains(x, y) for x, y in points):
+                        found.append(f"legend over the points {collection.get_label()!r}")
+    return found
 
 
 def figure_png(fig: Figure) -> tuple[str, dict[str, float]] | None:
     """The PNG a notebook shows for ``fig``: drawn at twice its resolution, with the size to display it at
-    (``width``/``height``, logical pixels, which JupyterLab and the book honour) and its smallest text
-    (``smallest_text_px``, which the browser tests read)."""
+    (``width``/``height``, logical pixels, which JupyterLab and the book honour), its smallest text
+    (``smallest_text_px``, which the browser tests read) and what covers what (``collisions``, which
+    tests/test_figures.py requires empty). Log axes are labelled with plain numbers (use_plain_log_ticks)."""
     from IPython.core.pylabtools import retina_figure
 
+    use_plain_log_ticks(fig)
     drawn = retina_figure(fig, base64=True)  # draws the figure, so its tick labels exist below
     if drawn is None:  # an empty figure shows nothing
         return None
     png, metadata = drawn
-    return png, metadata | {"smallest_text_px": round(smallest_text_px(fig), 2)}
+    fig.canvas.draw()  # at the figure's own dpi: printing at twice it left positions in the printed pixels
+    return png, metadata | {"smallest_text_px": round(smallest_text_px(fig), 2), "collisions": collisions(fig)}
+
+
+def plain_number(x: float) -> str:
+    """A log axis's tick as a reader reads it without a superscript: 16, 1,024, 16,384, 100k, 1M, 1G;
+    0.5, 0.01, 0.001; below 0.001 in e-notation (1e-6), which keeps every glyph at the label's size
+    (matplotlib's default, 10 with a superscript exponent, draws the exponent at 0.7 of it: 8.6 px)."""
+    if x == 0:
+        return "0"
+    sign, x = ("\u2212" if x < 0 else ""), abs(x)
+    if x >= 1e5:
+        for suffix, unit in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if x >= unit:
+                return f"{sign}{x / unit:.3g}{suffix}"
+    if x >= 1:
+        return f"{sign}{x:,.0f}" if x == round(x) else f"{sign}{x:.3g}"
+    if x >= 1e-3:
+        return f"{sign}{x:.3g}"
+    mantissa, exponent = f"{x:.2e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{sign}{mantissa}e\u2212{int(exponent[1:])}" if exponent.startswith("-") else f"{sign}{mantissa}e{int(exponent)}"
+
+
+class PlainLogFormatter(mpl.ticker.LogFormatter):
+    """matplotlib's log-axis labelling (which ticks get a label) with plain_number for the text."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return plain_number(x)
+
+
+class CourseLogScale(mpl.scale.LogScale):
+    """matplotlib's log scale with PlainLogFormatter: use_course_style registers it as "log", so every later
+    loglog, semilogx/y and set_xscale("log") is labelled in plain numbers before its layout is computed."""
+
+    def __init__(self, *, base: float = 10, subs=None, nonpositive: str = "clip") -> None:  # no `axis` (unused)
+        super().__init__(base=base, subs=subs, nonpositive=nonpositive)
+
+    def set_default_locators_and_formatters(self, axis) -> None:
+        super().set_default_locators_and_formatters(axis)
+        axis.set_major_formatter(PlainLogFormatter(self.base))
+        axis.set_minor_formatter(PlainLogFormatter(self.base, labelOnlyBase=(self.subs is not None)))
+
+
+def use_plain_log_ticks(fig: Figure) -> None:
+    """Label every log axis of ``fig`` with plain_number instead of matplotlib's 10 with a superscript
+    exponent: what CourseLogScale does not reach (a LogNorm colour bar sets its own formatter). figure_png
+    does it to every figure a notebook shows."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for formatter, setter in ((axis.get_major_formatter(), axis.set_major_formatter),
+                                      (axis.get_minor_formatter(), axis.set_minor_formatter)):
+                if isinstance(formatter, mpl.ticker.LogFormatterMathtext):  # SciNotation is one
+                    setter(PlainLogFormatter(formatter._base, labelOnlyBase=formatter.labelOnlyBase,
+                                             minor_thresholds=formatter.minor_thresholds))
 
 
 def _show_figures_at_twice_the_resolution() -> None:
@@ -80,6 +225,7 @@ def use_course_style() -> None:
             "svg.hashsalt": "course",  # deterministic ids if a figure is ever saved as SVG
         }
     )
+    mpl.scale.register_scale(CourseLogScale)  # log axes labelled with plain numbers
     _show_figures_at_twice_the_resolution()
 
 
@@ -90,6 +236,18 @@ def label_axes(ax: plt.Axes, xlabel: str, ylabel: str, title: str | None = None)
     if title:
         ax.set_title(title)
     return ax
+
+
+def legend_below(ax: plt.Axes, ncols: int | None = None, **kwargs) -> mpl.legend.Legend:
+    """The axes' legend under its x-axis label, where it covers no line: for a figure whose every corner
+    holds data (tests/test_figures.py fails a legend drawn over a line, bar or point). ``ncols`` (default
+    2) keeps it about as wide as the axes; panels that share their lines need it under one panel only."""
+    from matplotlib.transforms import offset_copy
+
+    labels = ax.get_legend_handles_labels()[1]
+    below = offset_copy(ax.transAxes, fig=ax.figure, y=-40, units="points")  # tick labels and x label above it
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=below, borderaxespad=0,
+                     ncols=ncols or min(len(labels), 2), **kwargs)
 
 
 def seed_dots(

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.colors import ListedColormap
 
-from utils.plotting import OKABE_ITO, label_axes
+from utils.plotting import OKABE_ITO, label_axes, legend_below
 from utils.ring_attention import ORDERS, chunk_layout, ring_work_per_rank
 from utils.widgets import live_panel
 
@@ -54,7 +54,7 @@ def ring_figure(world_size: int = 4, order: str = "zigzag", is_causal: bool = Tr
     right.axhline(sum(work) / world_size, color="black", ls="--", lw=1, label="average")
     right.set_xticks(range(world_size))
     label_axes(right, "rank", "score entries computed", f"work per rank, N = {LENGTH}")
-    right.legend()
+    legend_below(right)  # under the x label: a legend inside covered the bars
     fig.tight_layout()
     return fig
 

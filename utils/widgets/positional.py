@@ -64,8 +64,8 @@ def positional_figure(d_model: int = 64, length: int = 128) -> plt.Figure:
     fig.colorbar(image, ax=ax1, label="value")
     ax2.plot(summary["offsets"].numpy(), summary["dots"].numpy(), color=OKABE_ITO["blue"])
     ax2.axhline(summary["off_peak_ratio"] * summary["peak"], color="grey", ls=":", lw=1, label=f"mean over |k| ≥ {summary['far']}")
-    ax2.legend(loc="upper right")
-    label_axes(ax2, r"offset $k$ (positions)", r"$\mathrm{PE}(pos) \cdot \mathrm{PE}(pos + k)$", "Dot product against offset")
+    ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), borderaxespad=0)  # below: the curve fills the panel
+    label_axes(ax2, "offset k (positions)", "PE(pos) · PE(pos + k)", "Dot product against offset")
     fig.tight_layout()
     return fig
 
@@ -121,14 +121,14 @@ def rope_alibi_figure(d_k: int = 64, base: float = 10000.0, train_length: int = 
     ax1.plot(offsets, s["rope_mean"].numpy(), color=OKABE_ITO["vermillion"])
     ax1.axvspan(train_length, offsets[-1], color="grey", alpha=0.15, label="offsets never seen (k > L)")
     ax1.set_ylim(-0.4, 1.05)
-    ax1.legend(loc="upper right")
+    ax1.legend(loc="lower left")  # the curve starts at 1 on the left and the band fills the right
     label_axes(ax1, "offset k (positions)", "mean of q · R_k q / |q|²",
                f"RoPE, d_k = {d_k}, base = {base:,.0f}")
     colours = list(OKABE_ITO.values())
     for h in range(num_heads):
         ax2.plot(offsets, s["alibi"][h].numpy(), color=colours[h % len(colours)], lw=1.5,
                  ls=("-", "--", ":", "-.")[h // len(colours) % 4],
-                 label=f"head {h + 1}: slope $2^{{{math.log2(s['slopes'][h]):g}}}$")
+                 label=f"head {h + 1}: slope 1/{1 / s['slopes'][h]:.3g}")
     ax2.axvline(train_length, color="grey", ls=":", lw=1)
     ax2.set_ylim(-max(8.0, 1.0), 0.5)
     if num_heads <= 8:  # beside the axes: inside, every corner is crossed by some head's line

@@ -37,16 +37,11 @@ def saturation_figure(d_k: int, panels: tuple[bool, ...] = (False, True)) -> plt
         ax.bar(range(weights.shape[1]), weights[0].numpy(), color=color)
         ax.set_ylim(0, 1)
         ax.set_xticks(range(0, weights.shape[1], 3))
-        kind = r"scaled by $1/\sqrt{d_k}$" if scaled else "unscaled"
-        label_axes(
-            ax,
-            r"key index $j$",
-            r"attention weight $p_j$",
-            rf"$d_k$ = {d_k}, {kind}"
-            + "\n"
-            + rf"median $\Vert\partial L/\partial z\Vert$ = {result['scores'].median():.2e}, "
-            + rf"$\Vert\partial L/\partial q\Vert$ = {result['query'].median():.2e}",
-        )
+        kind = "scaled by 1/√d_k" if scaled else "unscaled"
+        label_axes(ax, "key index j", "attention weight p_j")
+        # two short lines, set clear of the top tick label: a long one ran into the next panel and onto "1.0"
+        ax.set_title(f"d_k = {d_k}, {kind}\nmedian ‖∂L/∂z‖ {result['scores'].median():.3g}, "
+                     f"‖∂L/∂q‖ {result['query'].median():.3g}", pad=12)
     fig.tight_layout()
     return fig
 

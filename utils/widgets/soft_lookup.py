@@ -33,7 +33,7 @@ def lookup_figure(query_name: str, temperature: float) -> plt.Figure:
     ax1.barh(result["titles"], weights.numpy(), color=OKABE_ITO["blue"])
     ax1.invert_yaxis()
     ax1.set_xlim(0, 1)
-    label_axes(ax1, r"weight $w_j$ (no unit)", "video", rf'Query "{query_name}", $\tau$ = {temperature:#.3g}')
+    label_axes(ax1, "weight of each video (no unit)", "video", rf'Query "{query_name}", $\tau$ = {temperature:#.3g}')
     positions = torch.arange(len(CONTENTS)).float()
     ax2.bar(positions - 0.2, result["retrieved"].numpy(), width=0.4, color=OKABE_ITO["orange"], label="retrieved")
     ax2.bar(positions + 0.2, result["average"].numpy(), width=0.4, color="grey", label="plain average")
