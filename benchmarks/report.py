@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from utils.plotting import OKABE_ITO, label_axes, use_course_style  # noqa: E402
+from utils.plotting import OKABE_ITO, figure_png, label_axes, use_course_style  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -30,33 +31,39 @@ def _load(name: str, results: Path | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-# Where the figures of the page being rendered go, and how the page links to them.
-_figures: dict = {"folder": FIGURES, "link": "benchmarks/figures", "draw": False}
+# Where the figures of the page being rendered go, how the page links to them, and what each figure is
+# (its figure_png metadata: the width to show it at, its smallest text, what covers what).
+_figures: dict = {"folder": FIGURES, "link": "benchmarks/figures", "draw": False, "drawn": {}}
 
 
-def _save(fig: plt.Figure, name: str) -> None:
-    """Write a figure of the page (only when the page is written: rendering alone changes no file)."""
+def _save(fig: plt.Figure, name: str, alt: str) -> list[str]:
+    """The page's lines that show a figure: drawn as a notebook shows one (figure_png: a PNG at twice the
+    width it is shown at, log axes in plain numbers), written only when the page is written (rendering
+    alone changes no file), and shown at its drawn width, as the notebooks' figures are."""
+    png, meta = figure_png(fig)
+    plt.close(fig)
+    _figures["drawn"][name] = meta
     if _figures["draw"]:
         _figures["folder"].mkdir(parents=True, exist_ok=True)
-        fig.savefig(_figures["folder"] / name)
-    plt.close(fig)
+        (_figures["folder"] / name).write_bytes(base64.b64decode(png))
+    return [f"```{{image}} {_figures['link']}/{name}", f":alt: {alt}", f":width: {meta['width']}px", "```", ""]
 
 
 def _attention_section(data: dict) -> list[str]:
     rows = data["rows"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, key, title in ((axes[0], "ratio_course_sdpa_to_torch", "course attention / torch SDPA"),
-                           (axes[1], "ratio_course_mha_fused_to_torch", "course MHA (fused) / nn.MultiheadAttention")):
+    fig, axes = plt.subplots(1, 2, figsize=(9.4, 4.2), sharey=False)
+    for ax, key, title in ((axes[0], "ratio_course_sdpa_to_torch", "course attention / SDPA"),
+                           (axes[1], "ratio_course_mha_fused_to_torch", "course MHA (fused) / torch MHA")):
         for (batch, pass_), colour in zip([(1, "forward"), (1, "forward+backward"), (4, "forward"),
                                            (4, "forward+backward")], OKABE_ITO.values()):
             pts = [(r["n"], r[key]) for r in rows if r["batch"] == batch and r["pass"] == pass_]
             if pts:
                 ax.semilogx(*zip(*pts), "o-", color=colour, label=f"B={batch}, {pass_}", base=2)
         ax.axhline(1.0, color="grey", lw=1, ls=":")
-        label_axes(ax, "sequence length N", "time ratio (median, interleaved)", title)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    _save(fig, "attention_ratios.png")
+        label_axes(ax, "sequence length N", "time ratio (median)", title)
+    # one legend for both panels, below them: it covers no line
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncols=2)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     lines = [
         "## Attention and multi-head attention against PyTorch",
         "",
@@ -68,15 +75,17 @@ def _attention_section(data: dict) -> list[str]:
         "version: it builds the full N×N weight matrix (and returns it), so it falls further behind PyTorch's "
         "fused kernel as N grows; chapter 8 shows why and builds the tiled alternative measured below.",
         "",
-        "![Two line charts of time ratios against sequence length. Left: the course's attention divided by "
-        "PyTorch's SDPA. Right: the course's fused multi-head attention divided by nn.MultiheadAttention, "
-        f"which stays close to 1.]({_figures['link']}/attention_ratios.png)",
+        *_save(fig, "attention_ratios.png", "Two line charts of time ratios against sequence length. Left: the "
+               "course's attention divided by PyTorch's SDPA. Right: the course's fused multi-head attention "
+               "divided by nn.MultiheadAttention, which stays close to 1."),
+        "Columns: the time of the course's attention over SDPA's; of the course's multi-head attention (fused "
+        "path, then teaching path) over nn.MultiheadAttention's; GFLOP/s of the course's attention and of SDPA.",
         "",
-        "| B | N | pass | course/torch SDPA | course MHA fused/torch | teaching/torch | GFLOP/s course SDPA | GFLOP/s torch SDPA |",
+        "| B | N | pass | course / SDPA | MHA fused / torch | MHA teaching / torch | GFLOP/s course | GFLOP/s SDPA |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['batch']} | {r['n']} | {r['pass']} | {r['ratio_course_sdpa_to_torch']:.2f} | "
+        lines.append(f"| {r['batch']} | {r['n']} | {r['pass'].replace('+', ' + ')} | {r['ratio_course_sdpa_to_torch']:.2f} | "
                      f"{r['ratio_course_mha_fused_to_torch']:.3f} | {r['ratio_course_mha_teaching_to_torch']:.3f} | "
                      f"{r['gflops']['course_sdpa']:.1f} | {r['gflops']['torch_sdpa']:.1f} |")
     return lines + [""]
@@ -84,19 +93,18 @@ def _attention_section(data: dict) -> list[str]:
 
 def _memory_section(data: dict) -> list[str]:
     rows = data["rows"]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for (impl, mode), colour in zip([(i, m) for i in ("naive", "tiled", "sdpa") for m in ("forward", "training")],
                                     OKABE_ITO.values()):
         pts = [(r["n"], max(r["peak_mib"], 0.01)) for r in rows if r["impl"] == impl and r["mode"] == mode]
         ax.loglog(*zip(*pts), "o-" if mode == "training" else "s--", color=colour, label=f"{impl}, {mode}", base=2)
     label_axes(ax, "sequence length N", "peak memory growth (MiB)", "Peak memory of one attention call")
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the axes: it covers no line
     fig.tight_layout()
-    _save(fig, "attention_memory.png")
     lines = ["## Peak memory: naive, tiled (chapter 8) and SDPA attention", "",
              f"Method: {data['method']}.", "",
-             "![Log-log chart of peak memory against sequence length: naive attention grows with N squared, "
-             f"tiled and SDPA attention grow roughly linearly.]({_figures['link']}/attention_memory.png)", "",
+             *_save(fig, "attention_memory.png", "Log-log chart of peak memory against sequence length: naive "
+                    "attention grows with N squared, tiled and SDPA attention grow roughly linearly."),
              "| N | mode | naive (MiB) | tiled (MiB) | SDPA (MiB) | one N×N float32 (MiB) |", "|---|---|---|---|---|---|"]
     for n in sorted({r["n"] for r in rows}):
         for mode in ("forward", "training"):

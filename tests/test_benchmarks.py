@@ -112,3 +112,23 @@ def test_the_readme_grading_plan_is_the_recorded_one(tmp_path):
     changed["chapters"]["13"][0]["per_notebook_s"] += 30
     (tmp_path / "grading_throughput.json").write_text(json.dumps(changed))
     assert report.readme_with_grading_plan(readme, tmp_path) != readme
+
+
+def test_the_performance_page_s_figures_are_readable_as_the_notebooks_figures():
+    """Issue 30 review: performance.html showed attention_ratios.png and attention_memory.png saved at 1x and
+    80 dpi, with 8-point legends (about 9 px) and a line through the legend. They are drawn as the notebooks'
+    figures (figure_png): a PNG at twice the width the page shows it at, smallest text >= MIN_TEXT_PX as shown
+    in the book's column, no legend over a line, no text over text, log axes without superscripts."""
+    from test_figures import png_size
+
+    from utils.plotting import BOOK_COLUMN_PX, MIN_TEXT_PX
+
+    page = report.render()
+    drawn = report._figures["drawn"]
+    assert set(drawn) == {"attention_ratios.png", "attention_memory.png"}, drawn
+    for name, meta in drawn.items():
+        assert f":width: {meta['width']}px" in page, f"{name}: the page does not show it at its drawn width"
+        width, _ = png_size((ROOT / "benchmarks" / "figures" / name).read_bytes())
+        assert abs(width - 2 * meta["width"]) <= 1, f"{name}: {width} px PNG for {meta['width']} px: run python -m benchmarks.report"
+        assert meta["smallest_text_px"] * min(1.0, BOOK_COLUMN_PX / meta["width"]) >= MIN_TEXT_PX, (name, meta)
+        assert meta["collisions"] == [], (name, meta)
