@@ -47,7 +47,7 @@ def test_a_page_elsewhere_links_its_own_figures(tmp_path):
     page = report.write(figures=tmp_path / "figs", page=tmp_path / "page" / "performance.md")
     text = page.read_text()
     if "attention_ratios.png" in text:
-        assert "](../figs/attention_ratios.png)" in text and (tmp_path / "figs" / "attention_ratios.png").exists()
+        assert "```{image} ../figs/attention_ratios.png" in text and (tmp_path / "figs" / "attention_ratios.png").exists()
     assert report.render() == (ROOT / "performance.md").read_text(), "rendering alone changes nothing"
 
 
