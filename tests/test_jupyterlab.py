@@ -112,10 +112,11 @@ def jupyterlab(tmp_path):
     """
     work = tmp_path / "my-work"
     assert len(workspace.create(work)) == len(CHAPTERS)
-    settings = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
-    settings.mkdir(parents=True)
-    # Render every cell, not only those in view, so the whole notebook is in the page.
-    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    # No settings of the test's own: the learner's (coursetools/lab_config) are what is tested. They draw
+    # every cell, not only those in view (windowingMode "none"): with Lab's default windowing a Run All
+    # raised "Cannot read properties of undefined (reading 'node')" in the page (issue 30 review), and the
+    # checks below measure the whole notebook.
+    (tmp_path / "settings").mkdir()
     port = free_port()
     # Settings and workspaces of its own: a shared workspace would reopen earlier tests' notebooks.
     env = {**workspace.lab_environment(), "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),

@@ -266,6 +266,12 @@ def test_the_remote_lab_command_works_as_written(tmp_path):
         with urllib.request.urlopen(f"{settings_url}?token={token}", timeout=30) as page:
             schema = json.load(page)["schema"]["properties"]
         assert schema["fetchNews"]["default"] == "false" and schema["checkForUpdates"]["default"] is False
+        # Issue 30 review: with Lab's default windowing, Run All raised "Cannot read properties of undefined
+        # (reading 'node')" in the page; the learner's Lab draws every cell (what the Lab tests run with)
+        tracker_url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/notebook-extension:tracker"
+        with urllib.request.urlopen(f"{tracker_url}?token={token}", timeout=30) as page:
+            tracker = json.load(page)["schema"]["properties"]
+        assert tracker["windowingMode"]["default"] == "none", tracker["windowingMode"]
     finally:
         proc.terminate()
         try:
