@@ -160,3 +160,62 @@ def test_collisions_finds_a_legend_over_a_line_and_texts_over_each_other():
     fig.canvas.draw()
     assert any("overlaps text '1e" in entry or "overlaps text 'a title" in entry for entry in collisions(fig)), collisions(fig)
     plt.close(fig)
+
+
+def test_collisions_sees_other_panels_twins_and_filled_data():
+    """Review of the check itself: a legend under the upper of two stacked panels is hidden by the lower one; a
+    twin axes' line and a filled area under a legend were not looked at; a twin's hidden x axis reported its
+    own tick labels over the main axis's. Each is now found (or, for the hidden axis, not reported)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from utils.plotting import collisions, legend_below
+
+    x = np.linspace(0, 1, 50)
+    fig, (top, bottom) = _course_figure(nrows=2, figsize=(5, 4))
+    top.plot(x, x, label="rising")
+    bottom.plot(x, 1 - x)
+    legend_below(top)
+    fig.subplots_adjust(hspace=0.1)  # no room for the legend between the panels
+    fig.canvas.draw()
+    assert any(entry.startswith("legend over another panel") for entry in collisions(fig)), collisions(fig)
+    plt.close(fig)
+    fig, ax = _course_figure(figsize=(5, 3))
+    ax.plot(x, x, label="main")
+    twin = ax.twinx()
+    twin.plot(x, np.full_like(x, 0.5), color="black", label="on the twin")
+    ax.fill_between(x, 0.45, 0.55, color="grey", label="band")
+    ax.legend(loc="center left")
+    fig.canvas.draw()
+    found = collisions(fig)
+    assert "legend over the line 'on the twin'" in found and any("PolyCollection 'band'" in e for e in found), found
+    assert not any(e.startswith("text '0.0'") for e in found), found  # the twin's hidden x axis draws nothing
+    plt.close(fig)
+
+
+def test_plain_numbers_round_before_choosing_the_unit_and_symlog_keeps_its_sign():
+    import matplotlib.pyplot as plt
+
+    from utils.plotting import plain_number
+
+    assert [plain_number(v) for v in (999999, 1e12, 99999.5, 12345.6, 0.00099)] == ["1M", "1T", "100,000", "12,346", "9.9e\u22124"]
+    fig, ax = _course_figure(figsize=(4, 3))
+    ax.plot([-1000, 1000], [-1000, 1000])
+    ax.set_yscale("symlog")
+    figure_png(fig)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert any("-" in t or "\u2212" in t for t in labels), labels  # a negative tick stays negative
+    plt.close(fig)
+
+
+def test_a_unicode_superscript_counts_as_small():
+    import matplotlib.pyplot as plt
+
+    from utils.plotting import UNICODE_SCRIPT_SCALE
+
+    fig, ax = _course_figure(figsize=(4, 2))
+    ax.set_title("O(N²)")
+    ax.set_xlabel("W₂")
+    fig.canvas.draw()
+    assert smallest_text_px(fig) == pytest.approx(UNICODE_SCRIPT_SCALE * 11 * fig.dpi / 72)
+    plt.close(fig)

@@ -35,13 +35,21 @@ BOOK_COLUMN_PX = 757  # the book's text column at a 1366 px window (measured by 
 MIN_TEXT_PX = 11.0
 
 
+# Unicode's superscript and subscript characters are drawn about as small as mathtext's 0.7 (DejaVu Sans'
+# "²" is 0.6 of the cap height): they count at that scale.
+_SUPERSCRIPTS_AND_SUBSCRIPTS = set("¹²³") | {chr(c) for c in range(0x2070, 0x20A0)}
+UNICODE_SCRIPT_SCALE = 0.7
+
+
 def _smallest_glyph_pt(text: Text) -> float:
     """The smallest glyph of ``text`` in points: its font size, or less for the exponents and indices of
     mathtext (``$10^{3}$``: matplotlib draws a superscript at 0.7 of the size), measured by matplotlib's
     own mathtext layout."""
     source, is_math = text._preprocess_math(text.get_text())
     if not is_math or is_math == "TeX":
-        return text.get_fontsize()
+        # a Unicode superscript or subscript character (², ⁻¹, W₂) is a small glyph at the text's size
+        small = any(ch in _SUPERSCRIPTS_AND_SUBSCRIPTS for ch in source)
+        return text.get_fontsize() * (UNICODE_SCRIPT_SCALE if small else 1.0)
     from matplotlib.mathtext import MathTextParser
 
     glyphs = MathTextParser("path").parse(source, dpi=72, prop=text.get_fontproperties()).glyphs
@@ -70,19 +78,63 @@ def _drawn_texts(fig: Figure) -> list[Text]:
             continue
         texts += [ax.title, ax._left_title, ax._right_title, *ax.texts]
         for axis in (ax.xaxis, ax.yaxis):
+            if not axis.get_visible():  # a twin's hidden axis
+                continue
             texts += [axis.label, axis.offsetText]
             for tick in axis._update_ticks():  # the ticks this draw shows (matplotlib's own choice)
                 texts += [label for label in (tick.label1, tick.label2) if label.get_visible()]
     return [t for t in texts if t.get_visible() and t.get_text().strip()]
 
 
+def _covered_by(frame, ax: plt.Axes, renderer) -> list[str]:
+    """What of ``ax``'s data lies under the display box ``frame``: lines (grid lines excluded), bars and other
+    patches (a light shading, alpha <= 0.3, shows through text), points, filled areas, error bars, images."""
+    from matplotlib.collections import PathCollection, QuadMesh
+
+    found = []
+    grid = {id(line) for line in ax.get_xgridlines() + ax.get_ygridlines()}
+    for line in ax.lines:
+        if id(line) in grid or not line.get_visible() or not len(line.get_xydata()):
+            continue
+        if line.get_linestyle() in ("None", "none", " ", ""):  # markers only: is one inside the box?
+            points = line.get_transform().transform(line.get_xydata())
+            covered = any(frame.contains(x, y) for x, y in points)
+        else:
+            covered = line.get_transform().transform_path(line.get_path()).intersects_bbox(frame, filled=False)
+        if covered:
+            found.append(f"the line {line.get_label()!r}")
+    for patch in ax.patches:
+        if not patch.get_visible() or (patch.get_alpha() is not None and patch.get_alpha() <= 0.3):
+            continue
+        if patch.get_transform().transform_path(patch.get_path()).intersects_bbox(frame, filled=True):
+            found.append(f"the patch {patch.get_label()!r}")
+    for collection in ax.collections:
+        if not collection.get_visible():
+            continue
+        if isinstance(collection, PathCollection):  # scatter: the points' positions
+            points = collection.get_offset_transform().transform(collection.get_offsets())
+            covered = any(frame.contains(x, y) for x, y in points)
+        elif isinstance(collection, QuadMesh):
+            covered = _boxes_overlap(frame, collection.get_window_extent(renderer))
+        else:  # filled areas (fill_between), error bars, line collections: their paths
+            transform = collection.get_transform()
+            covered = any(transform.transform_path(path).intersects_bbox(frame, filled=True)
+                          for path in collection.get_paths())
+        if covered:
+            found.append(f"the {type(collection).__name__} {collection.get_label()!r}")
+    for image in ax.images:
+        if image.get_visible() and _boxes_overlap(frame, image.get_window_extent(renderer)):
+            found.append("an image")
+    return found
+
+
 def collisions(fig: Figure) -> list[str]:
     """What covers what in ``fig`` as last drawn: two visible texts whose boxes overlap (a title on an axis's
-    offset text, two annotations), and a legend drawn over a data line, bar or point of its axes (grid
-    lines and light shadings excluded). Each entry names both parts; an empty list is a figure a reader can read."""
-    from matplotlib.collections import Collection
+    offset text, two annotations), two legends over each other, and a legend drawn over data (lines, bars,
+    points, filled areas, images: of any axes, its own, a twin's or another panel's) or over another
+    panel. Each entry names both parts; an empty list is a figure a reader can read. Texts are compared by
+    their upright boxes, so two rotated tick labels may be reported although their letters do not touch."""
     from matplotlib.legend import Legend
-    from matplotlib.patches import Rectangle
 
     renderer = fig.canvas.get_renderer()
     legends = [lg for lg in fig.findobj(Legend) if lg.get_visible()]
@@ -96,35 +148,19 @@ def collisions(fig: Figure) -> list[str]:
     for i, frame in enumerate(frames):
         if any(_boxes_overlap(frame, other) for other in frames[i + 1:]):
             found.append("two legends overlap")
-    for legend in legends:
-        frame = legend.get_window_extent(renderer)
-        texts_box = [(t.get_text(), t.get_window_extent(renderer)) for t in legend.get_texts() if t.get_text().strip()]
-        for (label, box), other in ((tb, o) for tb in texts_box for o in boxes):
-            if _boxes_overlap(box, other[1]):
-                found.append(f"legend entry {label!r} overlaps text {other[0].get_text()!r}")
-        axes = [legend.axes] if legend.axes is not None else fig.axes
-        for ax in axes:
-            grid = {id(line) for line in ax.get_xgridlines() + ax.get_ygridlines()}
-            for line in ax.lines:
-                if id(line) in grid or not line.get_visible() or not len(line.get_xydata()):
-                    continue
-                if line.get_linestyle() in ("None", "none", " ", ""):  # markers only: is one inside the legend?
-                    points = line.get_transform().transform(line.get_xydata())
-                    covered = any(frame.contains(x, y) for x, y in points)
-                else:
-                    covered = line.get_transform().transform_path(line.get_path()).intersects_bbox(frame, filled=False)
-                if covered:
-                    found.append(f"legend over the line {line.get_label()!r}")
-            for patch in ax.patches:  # bars (a light shading behind the data, alpha <= 0.3, shows through text)
-                if patch.get_alpha() is not None and patch.get_alpha() <= 0.3:
-                    continue
-                if isinstance(patch, Rectangle) and patch.get_visible() and _boxes_overlap(frame, patch.get_window_extent(renderer)):
-                    found.append(f"legend over the bar {patch.get_label()!r}")
-            for collection in ax.collections:
-                if isinstance(collection, Collection) and collection.get_visible() and len(collection.get_offsets()):
-                    points = collection.get_offset_transform().transform(collection.get_offsets())
-                    if any(frame.contains(x, y) for x, y in points):
-                        found.append(f"legend over the points {collection.get_label()!r}")
+    for legend, frame in zip(legends, frames):
+        for text in legend.get_texts():
+            for other, box in boxes:
+                if text.get_text().strip() and _boxes_overlap(text.get_window_extent(renderer), box):
+                    found.append(f"legend entry {text.get_text()!r} overlaps text {other.get_text()!r}")
+        own = legend.axes
+        for ax in fig.axes:
+            if not ax.get_visible():
+                continue
+            twin = own is not None and ax is not own and ax.bbox.bounds == own.bbox.bounds
+            if own is not None and ax is not own and not twin and _boxes_overlap(frame, ax.bbox):
+                found.append(f"legend over another panel ({ax.get_title() or type(ax).__name__})")
+            found += [f"legend over {what}" for what in _covered_by(frame, ax, renderer)]
     return found
 
 
@@ -145,18 +181,19 @@ def figure_png(fig: Figure) -> tuple[str, dict[str, float]] | None:
 
 
 def plain_number(x: float) -> str:
-    """A log axis's tick as a reader reads it without a superscript: 16, 1,024, 16,384, 100k, 1M, 1G;
-    0.5, 0.01, 0.001; below 0.001 in e-notation (1e-6), which keeps every glyph at the label's size
-    (matplotlib's default, 10 with a superscript exponent, draws the exponent at 0.7 of it: 8.6 px)."""
+    """A log axis's tick as a reader reads it without a superscript: 16, 1,024, 16,384, 100k, 1M, 1G, 1T;
+    0.5, 0.01, 0.001; below 0.001 in e-notation (1e−6), which keeps every glyph at the label's size
+    (matplotlib's default, 10 with a superscript exponent, draws the exponent at 0.7 of it: 8.6 px).
+    Whole numbers below 100,000 are exact (a base-2 axis's 16,384); larger ones keep 3 significant digits."""
     if x == 0:
         return "0"
     sign, x = ("\u2212" if x < 0 else ""), abs(x)
     if x >= 1e5:
-        for suffix, unit in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-            if x >= unit:
-                return f"{sign}{x / unit:.3g}{suffix}"
+        x = float(f"{x:.3g}")  # round first, then choose the unit: 999,999 is 1M, not 1000k
+        suffix, unit = next((s, u) for s, u in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)) if x >= u)
+        return f"{sign}{x / unit:g}{suffix}"
     if x >= 1:
-        return f"{sign}{x:,.0f}" if x == round(x) else f"{sign}{x:.3g}"
+        return f"{sign}{x:,.0f}" if x >= 1000 or x == round(x) else f"{sign}{x:.3g}"
     if x >= 1e-3:
         return f"{sign}{x:.3g}"
     mantissa, exponent = f"{x:.2e}".split("e")
@@ -190,6 +227,8 @@ def use_plain_log_ticks(fig: Figure) -> None:
     does it to every figure a notebook shows."""
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log":  # symlog's formatter signs its labels; LogFormatter's would not
+                continue
             for formatter, setter in ((axis.get_major_formatter(), axis.set_major_formatter),
                                       (axis.get_minor_formatter(), axis.set_minor_formatter)):
                 if isinstance(formatter, mpl.ticker.LogFormatterMathtext):  # SciNotation is one

@@ -122,14 +122,14 @@ def rope_alibi_figure(d_k: int = 64, base: float = 10000.0, train_length: int = 
     ax1.axvspan(train_length, offsets[-1], color="grey", alpha=0.15, label="offsets never seen (k > L)")
     ax1.set_ylim(-0.4, 1.05)
     ax1.legend(loc="lower left")  # the curve starts at 1 on the left and the band fills the right
-    label_axes(ax1, "offset k (positions)", "mean of q · R_k q / |q|²",
+    label_axes(ax1, "offset k (positions)", "mean of q · R_k q / (q · q)",
                f"RoPE, d_k = {d_k}, base = {base:,.0f}")
     colours = list(OKABE_ITO.values())
     for h in range(num_heads):
         ax2.plot(offsets, s["alibi"][h].numpy(), color=colours[h % len(colours)], lw=1.5,
                  ls=("-", "--", ":", "-.")[h // len(colours) % 4],
                  label=f"head {h + 1}: slope 1/{1 / s['slopes'][h]:.3g}")
-    ax2.axvline(train_length, color="grey", ls=":", lw=1)
+    ax2.axvline(train_length, color="grey", ls=":", lw=1, label=f"trained length L = {train_length}")
     ax2.set_ylim(-max(8.0, 1.0), 0.5)
     if num_heads <= 8:  # beside the axes: inside, every corner is crossed by some head's line
         ax2.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
