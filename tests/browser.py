@@ -378,8 +378,9 @@ LAYOUT_JS = """
       wrapped.push(`"${where(pre)}": ${lines} lines drawn ${(height / lineHeight).toFixed(1)} lines high: ${short(longest)}`);
     }
   }
-  // prose in a text output (a sentence of 20 words or more, not a table row) that runs past its box: a
-  // reader scrolls sideways to read a sentence (ch13's TimeoutError explanation was 1810 px wide)
+  // prose in a text output that runs past its box: a line of 12 words (of 3+ letters) or more that is not a
+  // table row (no '|' pair, no run of 2+ spaces between columns): a reader scrolls sideways to read a
+  // sentence (ch13's TimeoutError explanation was 1810 px wide)
   const prose = [];
   const ruler = document.createElement('canvas').getContext('2d');
   for (const pre of main.querySelectorAll('div.cell_output pre, div.output pre')) {
@@ -389,7 +390,8 @@ LAYOUT_JS = """
     const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
     for (const line of pre.textContent.split('\\n')) {
       const words = (line.match(/[A-Za-z]{3,}/g) || []).length;
-      if (words >= 20 && (line.match(/\\|/g) || []).length < 2 && ruler.measureText(line).width > room + 1) {
+      const table = (line.match(/\\|/g) || []).length >= 2 || /\\S {2,}\\S/.test(line);
+      if (words >= 12 && !table && ruler.measureText(line).width > room + 1) {
         prose.push(`"${where(pre)}": ${ruler.measureText(line).width.toFixed(0)} px in ${room.toFixed(0)} px: ${short(line)}`);
       }
     }
