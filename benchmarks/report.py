@@ -51,7 +51,7 @@ def _save(fig: plt.Figure, name: str, alt: str) -> list[str]:
 
 def _attention_section(data: dict) -> list[str]:
     rows = data["rows"]
-    fig, axes = plt.subplots(1, 2, figsize=(9.4, 4.2), sharey=False)
+    fig, axes = plt.subplots(1, 2, figsize=(9.4, 4.2))
     for ax, key, title in ((axes[0], "ratio_course_sdpa_to_torch", "course attention / SDPA"),
                            (axes[1], "ratio_course_mha_fused_to_torch", "course MHA (fused) / torch MHA")):
         for (batch, pass_), colour in zip([(1, "forward"), (1, "forward+backward"), (4, "forward"),

@@ -91,14 +91,16 @@ def _covered_by(frame, ax: plt.Axes, renderer) -> list[str]:
     patches (a light shading, alpha <= 0.3, shows through text), points, filled areas, error bars, images."""
     from matplotlib.collections import PathCollection, QuadMesh
 
+    def any_point_inside(transform, points) -> bool:
+        return any(frame.contains(x, y) for x, y in transform.transform(points))
+
     found = []
     grid = {id(line) for line in ax.get_xgridlines() + ax.get_ygridlines()}
     for line in ax.lines:
         if id(line) in grid or not line.get_visible() or not len(line.get_xydata()):
             continue
         if line.get_linestyle() in ("None", "none", " ", ""):  # markers only: is one inside the box?
-            points = line.get_transform().transform(line.get_xydata())
-            covered = any(frame.contains(x, y) for x, y in points)
+            covered = any_point_inside(line.get_transform(), line.get_xydata())
         else:
             covered = line.get_transform().transform_path(line.get_path()).intersects_bbox(frame, filled=False)
         if covered:
@@ -112,8 +114,7 @@ def _covered_by(frame, ax: plt.Axes, renderer) -> list[str]:
         if not collection.get_visible():
             continue
         if isinstance(collection, PathCollection):  # scatter: the points' positions
-            points = collection.get_offset_transform().transform(collection.get_offsets())
-            covered = any(frame.contains(x, y) for x, y in points)
+            covered = any_point_inside(collection.get_offset_transform(), collection.get_offsets())
         elif isinstance(collection, QuadMesh):
             covered = _boxes_overlap(frame, collection.get_window_extent(renderer))
         else:  # filled areas (fill_between), error bars, line collections: their paths
@@ -196,9 +197,8 @@ def plain_number(x: float) -> str:
         return f"{sign}{x:,.0f}" if x >= 1000 or x == round(x) else f"{sign}{x:.3g}"
     if x >= 1e-3:
         return f"{sign}{x:.3g}"
-    mantissa, exponent = f"{x:.2e}".split("e")
-    mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{sign}{mantissa}e\u2212{int(exponent[1:])}" if exponent.startswith("-") else f"{sign}{mantissa}e{int(exponent)}"
+    mantissa, exponent = f"{x:.2e}".split("e")  # below 0.001: the exponent is negative
+    return f"{sign}{mantissa.rstrip('0').rstrip('.')}e\u2212{-int(exponent)}"
 
 
 class PlainLogFormatter(mpl.ticker.LogFormatter):
